@@ -1,0 +1,184 @@
+-- V1: the core ledger (SPEC §1, §2): sessions, their events, and the triggers
+-- that keep the ledger's invariants even against raw SQL from an operator.
+--
+-- Write-path design: a checkpoint is the hot mutation. It rewrites one narrow
+-- `sessions` row, moves one entry of `sessions_by_updated`, and appends one
+-- `events` row plus one `events_by_session_seq` entry: five B-tree pages per
+-- commit. Wide, rarely changing values (goal, context, metadata) live in
+-- `session_data` so that a checkpoint never rewrites their overflow pages, and
+-- linked references live in `session_refs` so the row does not grow with them.
+-- Every list filter index ends in `created_at_ms` (plus the implicit rowid),
+-- so `ORDER BY created_at_ms DESC, insert_seq DESC` never needs a temp B-tree.
+--
+-- Schema features stay within SQLite 3.37 (STRICT), so Debian 12's sqlite3
+-- (3.40) and Python 3.11's sqlite3 module read everything here.
+
+CREATE TABLE sessions (
+    -- Immutable, monotonic insertion key: the list cursor's tie-breaker.
+    insert_seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id          TEXT NOT NULL UNIQUE
+                        CHECK (length(session_id) = 20 AND session_id GLOB 'ses_[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'),
+    status              TEXT NOT NULL
+                        CHECK (status IN ('pending', 'active', 'paused', 'completed', 'failed', 'cancelled')),
+    title               TEXT NOT NULL,
+    app                 TEXT,
+    agent_id            TEXT,
+    route               TEXT,
+    stage               TEXT,
+    parent_session_id   TEXT REFERENCES sessions (session_id),
+    tags                TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags) AND json_type(tags) = 'array'),
+    actor_type          TEXT NOT NULL CHECK (actor_type IN ('cli', 'mcp', 'lib')),
+    actor_id            TEXT,
+    actor_authenticated INTEGER NOT NULL DEFAULT 0 CHECK (actor_authenticated IN (0, 1)),
+    rev                 INTEGER NOT NULL CHECK (rev >= 1),
+    -- seq of the session's newest event; the next event gets last_seq + 1.
+    last_seq            INTEGER NOT NULL CHECK (last_seq >= 0),
+    checkpoint_step     TEXT,
+    checkpoint_note     TEXT,
+    checkpoint_at_ms    INTEGER,
+    checkpoint_seq      INTEGER,
+    final_result        TEXT,
+    end_reason          TEXT,
+    input_tokens        INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    output_tokens       INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    api_calls           INTEGER NOT NULL DEFAULT 0 CHECK (api_calls >= 0),
+    duration_ms         INTEGER NOT NULL DEFAULT 0 CHECK (duration_ms >= 0),
+    created_at_ms       INTEGER NOT NULL,
+    updated_at_ms       INTEGER NOT NULL,
+    ended_at_ms         INTEGER
+) STRICT;
+
+-- `session list` (newest created first) and `--since/--until`.
+CREATE INDEX sessions_by_created ON sessions (created_at_ms);
+-- `session list --order updated`; the only index a checkpoint moves.
+CREATE INDEX sessions_by_updated ON sessions (updated_at_ms);
+-- `session list --status S` (repeatable: one range per status, merged).
+CREATE INDEX sessions_by_status ON sessions (status, created_at_ms);
+-- `session list --app A`.
+CREATE INDEX sessions_by_app ON sessions (app, created_at_ms);
+-- `session list --agent ID`.
+CREATE INDEX sessions_by_agent ON sessions (agent_id, created_at_ms);
+-- `session list --parent SES` and hierarchy walks.
+CREATE INDEX sessions_by_parent ON sessions (parent_session_id, created_at_ms);
+
+-- Wide values written at create (and by later restore features); kept out of
+-- the hot `sessions` row.
+CREATE TABLE session_data (
+    session_id  TEXT PRIMARY KEY NOT NULL REFERENCES sessions (session_id),
+    goal        TEXT,
+    context     TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(context) AND json_type(context) = 'object'),
+    metadata    TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata) AND json_type(metadata) = 'object')
+) STRICT;
+
+-- One row per (session, tag); serves `session list --tag T` in created order.
+CREATE TABLE session_tags (
+    tag             TEXT NOT NULL,
+    created_at_ms   INTEGER NOT NULL,
+    insert_seq      INTEGER NOT NULL REFERENCES sessions (insert_seq),
+    session_id      TEXT NOT NULL REFERENCES sessions (session_id),
+    PRIMARY KEY (tag, created_at_ms, insert_seq)
+) STRICT, WITHOUT ROWID;
+
+-- Linked plan / operation / deployment ids, de-duplicated, in first-linked
+-- order (`ordinal` counts from 0 per session and kind).
+CREATE TABLE session_refs (
+    session_id  TEXT NOT NULL REFERENCES sessions (session_id),
+    kind        TEXT NOT NULL CHECK (kind IN ('plan', 'operation', 'deployment')),
+    ref_id      TEXT NOT NULL,
+    ordinal     INTEGER NOT NULL CHECK (ordinal >= 0),
+    linked_seq  INTEGER NOT NULL,
+    PRIMARY KEY (session_id, kind, ref_id),
+    UNIQUE (session_id, kind, ordinal)
+) STRICT, WITHOUT ROWID;
+
+-- The append-only timeline. `event_id` is the global, durable cursor. It is an
+-- INTEGER PRIMARY KEY without AUTOINCREMENT: events can never be deleted (see
+-- the triggers below), so ids are never reused, and the commit skips the
+-- sqlite_sequence page that AUTOINCREMENT would write on every append.
+CREATE TABLE events (
+    event_id        INTEGER PRIMARY KEY,
+    session_id      TEXT NOT NULL REFERENCES sessions (session_id),
+    seq             INTEGER NOT NULL CHECK (seq >= 0),
+    type            TEXT NOT NULL CHECK (length(type) BETWEEN 1 AND 64),
+    at_ms           INTEGER NOT NULL,
+    actor_type      TEXT NOT NULL CHECK (actor_type IN ('cli', 'mcp', 'lib')),
+    detail          TEXT,
+    data            TEXT CHECK (data IS NULL OR (json_valid(data) AND json_type(data) = 'object')),
+    run_id          TEXT,
+    -- The caller's idempotency key and a SHA-256 (hex) of the redacted request
+    -- it came with; both null when no key was given.
+    idempotency_key TEXT,
+    request_digest  TEXT
+) STRICT;
+
+-- `session show` / `session events`, and the contiguity trigger's max(seq).
+CREATE UNIQUE INDEX events_by_session_seq ON events (session_id, seq);
+-- Idempotent retries: one event per (key, session).
+CREATE UNIQUE INDEX events_by_idempotency_key ON events (idempotency_key, session_id)
+    WHERE idempotency_key IS NOT NULL;
+
+-- Invariant: events are append-only.
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: events are append-only; UPDATE is not allowed');
+END;
+
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: events are append-only; DELETE is not allowed');
+END;
+
+-- Invariant: a session's seqs are contiguous from 0.
+CREATE TRIGGER events_seq_contiguous BEFORE INSERT ON events
+WHEN NEW.seq IS NOT (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = NEW.session_id)
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: event seq must be the session''s previous max seq + 1');
+END;
+
+-- Invariant: sessions are never deleted.
+CREATE TRIGGER sessions_no_delete BEFORE DELETE ON sessions
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: sessions are never deleted');
+END;
+
+-- Invariant: a terminal session is frozen.
+CREATE TRIGGER sessions_terminal_frozen BEFORE UPDATE ON sessions
+WHEN OLD.status IN ('completed', 'failed', 'cancelled')
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: a session in a terminal status cannot be updated');
+END;
+
+-- Invariant: every UPDATE bumps rev by exactly 1, and identity never changes.
+CREATE TRIGGER sessions_rev_step BEFORE UPDATE ON sessions
+WHEN NEW.rev IS NOT OLD.rev + 1
+  OR NEW.session_id IS NOT OLD.session_id
+  OR NEW.insert_seq IS NOT OLD.insert_seq
+  OR NEW.created_at_ms IS NOT OLD.created_at_ms
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: a session UPDATE must set rev = rev + 1 and keep its identity');
+END;
+
+CREATE TRIGGER session_data_no_delete BEFORE DELETE ON session_data
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: session data is never deleted');
+END;
+
+CREATE TRIGGER session_tags_no_update BEFORE UPDATE ON session_tags
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: session tags are immutable');
+END;
+
+CREATE TRIGGER session_tags_no_delete BEFORE DELETE ON session_tags
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: session tags are immutable');
+END;
+
+CREATE TRIGGER session_refs_no_update BEFORE UPDATE ON session_refs
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: linked references are append-only');
+END;
+
+CREATE TRIGGER session_refs_no_delete BEFORE DELETE ON session_refs
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: linked references are append-only');
+END;

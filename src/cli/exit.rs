@@ -1,0 +1,202 @@
+//! The one place errors are rendered and turned into exit codes.
+//!
+//! `--json`: the SPEC §3 envelope on stdout. Otherwise `error[CODE]: message`
+//! on stderr, `caused by:` lines, then hints. clap's usage errors are
+//! re-worded here so that no rejected value is ever echoed (it may hold a
+//! secret): messages name the flag and the rule only.
+
+use super::output::{write_stderr, write_stdout, Printer};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use logbook::{Error, ErrorCode};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct Failure<'a> {
+    ok: bool,
+    error: Body<'a>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'a str,
+    message: &'a str,
+    retryable: bool,
+    details: serde_json::Value,
+}
+
+/// Whether `--json` appears on the command line (before any `--`).
+pub fn wants_json(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+fn print(
+    code: ErrorCode,
+    message: &str,
+    details: serde_json::Value,
+    hints: &[String],
+    json: bool,
+) -> ExitCode {
+    if json {
+        let f = Failure {
+            ok: false,
+            error: Body {
+                code: code.as_str(),
+                message,
+                retryable: code.retryable(),
+                details,
+            },
+        };
+        let mut s = serde_json::to_string(&f).unwrap_or_else(|_| {
+            format!(r#"{{"ok":false,"error":{{"code":"{}","message":"","retryable":false,"details":{{}}}}}}"#, code.as_str())
+        });
+        s.push('\n');
+        write_stdout(s.as_bytes());
+    } else {
+        let mut s = format!("error[{}]: {message}\n", code.as_str());
+        if !hints.is_empty() {
+            s.push('\n');
+            for h in hints {
+                s.push_str(&format!("hint: {h}\n"));
+            }
+        }
+        write_stderr(&s);
+    }
+    ExitCode::from(code.exit_code())
+}
+
+fn hints(e: &Error) -> Vec<String> {
+    match e {
+        Error::Conflict { id, actual_rev, .. } => vec![format!(
+            "re-read the session (`logbook session show {id}`), then retry with --if-rev {actual_rev}"
+        )],
+        Error::Busy { .. } => vec!["retry, or raise --busy-timeout-ms".to_owned()],
+        Error::VersionTooNew { .. } => vec!["this database was written by a newer logbook".to_owned()],
+        _ => Vec::new(),
+    }
+}
+
+/// Renders a library error; returns the exit code of its code.
+pub fn report(e: &Error, out: &Printer) -> ExitCode {
+    let mut message = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if !out.json {
+            message.push_str(&format!("\ncaused by: {s}"));
+        }
+        src = s.source();
+    }
+    print(e.code(), &message, e.details(), &hints(e), out.json)
+}
+
+fn arg_name(e: &clap::Error) -> Option<String> {
+    match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => Some(v.join(", ")),
+        _ => None,
+    }
+}
+
+fn flag_like(token: &str) -> bool {
+    token.len() <= 40
+        && token.starts_with("--")
+        && token[2..]
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+fn word_like(token: &str) -> bool {
+    token.len() <= 40 && token.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+}
+
+/// Renders a clap error. Help and version print as clap does (exit 0).
+pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+            if !json =>
+        {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let arg = arg_name(e).unwrap_or_else(|| "argument".to_owned());
+    let mut hints: Vec<String> = Vec::new();
+    let (field, message) = match e.kind() {
+        ErrorKind::InvalidValue => {
+            let empty = matches!(e.get(ContextKind::InvalidValue), Some(ContextValue::String(v)) if v.is_empty());
+            if empty {
+                (
+                    arg.clone(),
+                    format!("a value is required for `{arg}` but none was supplied"),
+                )
+            } else {
+                let valid = match e.get(ContextKind::ValidValue) {
+                    Some(ContextValue::Strings(v)) => {
+                        format!("; expected one of: {}", v.join(", "))
+                    }
+                    _ => String::new(),
+                };
+                (arg.clone(), format!("invalid value for `{arg}`{valid}"))
+            }
+        }
+        ErrorKind::ValueValidation => {
+            let why = std::error::Error::source(e)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            (arg.clone(), format!("invalid value for `{arg}`: {why}"))
+        }
+        ErrorKind::UnknownArgument => {
+            hints.push(
+                "a value that begins with `-` must be attached with `=`, e.g. --note=-rf"
+                    .to_owned(),
+            );
+            if flag_like(&arg) {
+                (arg.clone(), format!("unexpected argument `{arg}`"))
+            } else {
+                (
+                    "argument".to_owned(),
+                    "unexpected argument (its text is not repeated here)".to_owned(),
+                )
+            }
+        }
+        ErrorKind::InvalidSubcommand => {
+            if word_like(&arg) {
+                ("command".to_owned(), format!("unknown command `{arg}`"))
+            } else {
+                ("command".to_owned(), "unknown command".to_owned())
+            }
+        }
+        ErrorKind::MissingRequiredArgument => {
+            (arg.clone(), format!("missing required argument: `{arg}`"))
+        }
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (
+            "command".to_owned(),
+            "a subcommand is required; see --help".to_owned(),
+        ),
+        ErrorKind::ArgumentConflict => (
+            arg.clone(),
+            format!("`{arg}` cannot be used with one of the other arguments"),
+        ),
+        ErrorKind::TooManyValues | ErrorKind::WrongNumberOfValues => {
+            (arg.clone(), format!("wrong number of values for `{arg}`"))
+        }
+        ErrorKind::InvalidUtf8 => (arg.clone(), "arguments must be valid UTF-8".to_owned()),
+        _ => (arg.clone(), "invalid command line; see --help".to_owned()),
+    };
+    if !json {
+        if let Some(usage) = e.get(ContextKind::Usage) {
+            hints.push(usage.to_string().trim().to_owned());
+        }
+    }
+    let details = serde_json::json!({"field": field, "reason": message});
+    print(ErrorCode::InvalidArgument, &message, details, &hints, json)
+}

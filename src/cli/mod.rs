@@ -1,0 +1,95 @@
+//! The `logbook` command line: parsing and rendering only.
+//!
+//! Each verb turns its arguments into a library request, calls one `Ledger`
+//! method and hands the result to the printer. Behaviour lives in the library.
+
+mod exit;
+mod output;
+mod render;
+mod session;
+
+use clap::{Args, Parser, Subcommand};
+use logbook::{ActorType, Ledger, LedgerOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// logbook: an embedded, SQLite-backed ledger of agent work sessions.
+///
+/// Records what agents did — sessions, checkpoints, outcomes and an
+/// append-only event timeline — in one SQLite file that many processes write
+/// at once and operators query with plain SQL.
+#[derive(Debug, Parser)]
+#[command(
+    name = "logbook",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Example:\n  logbook session create --title \"fix login bug\" --app web --json"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every command accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Database file [env: LOGBOOK_DB; default: $XDG_DATA_HOME/logbook/logbook.db,
+    /// else ~/.local/share/logbook/logbook.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Print one JSON envelope on stdout: {"ok":true,"data":…} or
+    /// {"ok":false,"error":{…}}
+    #[arg(long, global = true)]
+    json: bool,
+    /// How long a write waits for the database lock before STORE_BUSY, in ms
+    /// [env: LOGBOOK_BUSY_TIMEOUT_MS; default: 5000]
+    #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
+    busy_timeout_ms: Option<u64>,
+}
+
+fn parse_timeout(s: &str) -> Result<u64, String> {
+    logbook::ledger::parse_timeout("--busy-timeout-ms", s)
+        .map_err(|_| "expected an integer number of ms from 0 to 3600000".to_owned())
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, change and read sessions
+    #[command(subcommand)]
+    Session(session::SessionCommand),
+}
+
+/// Opens the ledger with the CLI's actor and the global flags over the
+/// environment.
+fn open(global: &GlobalArgs) -> logbook::Result<Ledger> {
+    let mut opts = LedgerOptions::from_env()?;
+    opts.path = Some(logbook::ledger::resolve_path(global.db.as_deref())?);
+    if let Some(ms) = global.busy_timeout_ms {
+        opts.busy_timeout_ms = ms;
+    }
+    opts.actor = ActorType::Cli;
+    Ledger::open(opts)
+}
+
+/// Parses the command line, runs the command, and returns its exit code.
+pub fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = exit::wants_json(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return exit::clap_error(&e, json),
+    };
+    let out = output::Printer::new(cli.global.json);
+    let result = match &cli.command {
+        Command::Session(cmd) => session::run(cmd, &cli.global, &out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => exit::report(&e, &out),
+    }
+}

@@ -1,0 +1,60 @@
+//! Output routing: the `--json` envelope or human text on stdout; errors per
+//! `exit.rs`. A closed stdout (broken pipe) ends the command quietly.
+//!
+//! Envelope (SPEC §5), compact, one line, keys in a fixed order:
+//! success `{"ok":true,"data":…}`; failure
+//! `{"ok":false,"error":{"code":…,"message":…,"retryable":…,"details":{…}}}`.
+
+use serde::Serialize;
+use std::io::{ErrorKind, Write};
+
+#[derive(Serialize)]
+struct Success<'a, T: Serialize> {
+    ok: bool,
+    data: &'a T,
+}
+
+/// Where and how a command prints.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    /// `--json` was given.
+    pub json: bool,
+}
+
+impl Printer {
+    pub fn new(json: bool) -> Self {
+        Printer { json }
+    }
+
+    /// Prints `data` as the success envelope, or `human(data)` as text.
+    pub fn success<T: Serialize>(&self, data: &T, human: impl FnOnce(&T) -> String) {
+        if self.json {
+            match serde_json::to_string(&Success { ok: true, data }) {
+                Ok(mut s) => {
+                    s.push('\n');
+                    write_stdout(s.as_bytes());
+                }
+                Err(e) => write_stderr(&format!("error[INTERNAL]: cannot serialize output: {e}\n")),
+            }
+        } else {
+            write_stdout(human(data).as_bytes());
+        }
+    }
+}
+
+/// Writes to stdout; a broken pipe or closed stdout is not an error for the
+/// command (the write it reports on has already committed).
+pub fn write_stdout(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+        Err(_) => {}
+    }
+}
+
+/// Writes to stderr, ignoring failures (there is nowhere else to report).
+pub fn write_stderr(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+}

@@ -1,0 +1,448 @@
+//! `logbook session …`: one Args struct and one small function per verb.
+
+use super::output::Printer;
+use super::{open, render, GlobalArgs};
+use clap::{Args, Subcommand};
+use logbook::clock::parse_time;
+use logbook::validate::json_object;
+use logbook::{
+    AppendEvent, CheckpointRequest, CreateSession, Error, ListSessions, Mutation, Result, Session,
+    SessionStatus,
+};
+use std::io::Read;
+
+/// Largest file or stdin read for a JSON flag: 16 MiB (the JSON caps are
+/// checked on the compact form afterwards).
+const JSON_FILE_MAX: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Create a session (active, or pending with --pending)
+    ///
+    /// Prints the new session. Errors: INVALID_ARGUMENT (caps, bad JSON),
+    /// SESSION_NOT_FOUND (--parent does not exist), STORE_BUSY.
+    #[command(
+        after_help = "Example:\n  logbook session create --title \"ship billing v3\" --app billing --tag deploy"
+    )]
+    Create(CreateArgs),
+    /// Show a session with all its events and resolved references
+    #[command(after_help = "Example:\n  logbook session show ses_1a2b3c4d5e6f7081 --json")]
+    Show(IdArg),
+    /// List sessions, newest created first
+    ///
+    /// The default order uses an immutable insertion key, so a walk with
+    /// --cursor returns every session that existed when it began exactly
+    /// once. With --order updated, a session updated during a walk moves to
+    /// the top and may be missed by that walk. --since/--until bound the
+    /// order's timestamp (created, or updated): since inclusive, until
+    /// exclusive.
+    #[command(
+        after_help = "Example:\n  logbook session list --status active --app billing --limit 20"
+    )]
+    List(ListArgs),
+    /// Start a pending session (pending → active)
+    #[command(after_help = "Example:\n  logbook session start ses_1a2b3c4d5e6f7081")]
+    Start(TransitionArgs),
+    /// Pause an active session (active → paused)
+    #[command(
+        after_help = "Example:\n  logbook session pause ses_1a2b3c4d5e6f7081 --reason \"waiting for review\""
+    )]
+    Pause(TransitionArgs),
+    /// Resume a paused session (paused → active)
+    #[command(after_help = "Example:\n  logbook session resume ses_1a2b3c4d5e6f7081")]
+    Resume(TransitionArgs),
+    /// Record a step and/or link references on an active session
+    ///
+    /// Needs at least one of --step, --note, --plan, --operation,
+    /// --deployment. A note that begins with `-` is written --note=-text.
+    #[command(
+        after_help = "Example:\n  logbook session checkpoint ses_1a2b3c4d5e6f7081 --step deploy --note \"canary at 10%\" --if-rev 3"
+    )]
+    Checkpoint(CheckpointArgs),
+    /// Complete an active session with a result
+    #[command(
+        after_help = "Example:\n  logbook session complete ses_1a2b3c4d5e6f7081 --result \"shipped v3\""
+    )]
+    Complete(CompleteArgs),
+    /// Fail a session (pending, active or paused) with a reason
+    #[command(
+        after_help = "Example:\n  logbook session fail ses_1a2b3c4d5e6f7081 --reason \"canary regressed\""
+    )]
+    Fail(ReasonArgs),
+    /// Cancel a session (pending, active or paused) with a reason
+    #[command(
+        after_help = "Example:\n  logbook session cancel ses_1a2b3c4d5e6f7081 --reason \"superseded\""
+    )]
+    Cancel(ReasonArgs),
+    /// Print a session's events in seq order
+    #[command(
+        after_help = "Example:\n  logbook session events ses_1a2b3c4d5e6f7081 --after-seq 10 --limit 50"
+    )]
+    Events(EventsArgs),
+    /// Append an agent's own event (type x.NAME) to a live session
+    #[command(
+        after_help = "Example:\n  logbook session event ses_1a2b3c4d5e6f7081 --type x.test_run --detail \"42 passed\""
+    )]
+    Event(EventArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// Session id (ses_ + 16 hex)
+    id: String,
+}
+
+/// Flags every mutation of an existing session accepts.
+#[derive(Debug, Args)]
+pub struct MutationArgs {
+    /// Apply only if the session is still at this revision (else SESSION_CONFLICT, exit 4)
+    #[arg(long, value_name = "N", value_parser = parse_rev)]
+    if_rev: Option<i64>,
+    /// A retry with the same key applies nothing again and returns the session
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
+}
+
+impl MutationArgs {
+    fn to_mutation(&self) -> Mutation {
+        Mutation {
+            if_rev: self.if_rev,
+            idempotency_key: self.idempotency_key.clone(),
+        }
+    }
+}
+
+fn parse_rev(s: &str) -> std::result::Result<i64, String> {
+    s.parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| "expected a revision: an integer of 1 or more".to_owned())
+}
+
+fn parse_count(s: &str) -> std::result::Result<i64, String> {
+    s.parse::<i64>()
+        .map_err(|_| "expected an integer".to_owned())
+}
+
+fn parse_status(s: &str) -> std::result::Result<SessionStatus, String> {
+    s.parse()
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Title, 1–200 characters
+    #[arg(long, allow_negative_numbers = true)]
+    title: String,
+    /// Application name
+    #[arg(long)]
+    app: Option<String>,
+    /// Goal, up to 4096 characters
+    #[arg(long, allow_negative_numbers = true)]
+    goal: Option<String>,
+    /// Agent id
+    #[arg(long = "agent", value_name = "ID")]
+    agent_id: Option<String>,
+    /// Parent session id (must exist)
+    #[arg(long, value_name = "SES")]
+    parent: Option<String>,
+    /// Route (workflow) name
+    #[arg(long)]
+    route: Option<String>,
+    /// Current stage
+    #[arg(long)]
+    stage: Option<String>,
+    /// Tag (can be repeated; at most 32)
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
+    /// Context: a JSON object, @FILE or @- (stdin); at most 256 KiB compact
+    #[arg(long, value_name = "JSON")]
+    context: Option<String>,
+    /// Metadata: a JSON object, @FILE or @-; at most 256 KiB compact
+    #[arg(long, value_name = "JSON")]
+    metadata: Option<String>,
+    /// Create in `pending` (start it later with `session start`)
+    #[arg(long)]
+    pending: bool,
+    /// A retry with the same key returns the first session instead of a new one
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Status filter (can be repeated: any of them)
+    #[arg(long = "status", value_name = "S", value_parser = parse_status)]
+    statuses: Vec<SessionStatus>,
+    /// App filter
+    #[arg(long)]
+    app: Option<String>,
+    /// Agent filter
+    #[arg(long = "agent", value_name = "ID")]
+    agent_id: Option<String>,
+    /// Tag filter
+    #[arg(long)]
+    tag: Option<String>,
+    /// Parent session filter
+    #[arg(long, value_name = "SES")]
+    parent: Option<String>,
+    /// Only at or after TIME (RFC 3339 with offset, or epoch ms)
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only before TIME (RFC 3339 with offset, or epoch ms)
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Sort order
+    #[arg(long, value_name = "ORDER", value_parser = ["created", "updated"], default_value = "created")]
+    order: String,
+    /// Page size, 1–1000 [default: 20]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    limit: Option<i64>,
+    /// Continue after the page that returned this cursor
+    #[arg(long, value_name = "C")]
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TransitionArgs {
+    /// Session id
+    id: String,
+    /// Why (free text, up to 4096 characters)
+    #[arg(long, allow_negative_numbers = true)]
+    reason: Option<String>,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// Session id
+    id: String,
+    /// Step name, 1–200 characters
+    #[arg(long, allow_negative_numbers = true)]
+    step: Option<String>,
+    /// Note, up to 4096 characters
+    #[arg(long, allow_negative_numbers = true)]
+    note: Option<String>,
+    /// Link a plan id (can be repeated)
+    #[arg(long = "plan", value_name = "P")]
+    plans: Vec<String>,
+    /// Link an operation id (can be repeated)
+    #[arg(long = "operation", value_name = "O")]
+    operations: Vec<String>,
+    /// Link a deployment id (can be repeated)
+    #[arg(long = "deployment", value_name = "D")]
+    deployments: Vec<String>,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// Session id
+    id: String,
+    /// The outcome, 1–4096 characters
+    #[arg(long, allow_negative_numbers = true)]
+    result: String,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReasonArgs {
+    /// Session id
+    id: String,
+    /// Why, 1–4096 characters
+    #[arg(long, allow_negative_numbers = true)]
+    reason: String,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Session id
+    id: String,
+    /// Only events with seq greater than N
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    after_seq: Option<i64>,
+    /// Page size, 1–1000 [default: 20]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    limit: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct EventArgs {
+    /// Session id
+    id: String,
+    /// Event type: x. followed by [a-z0-9_.-]
+    #[arg(long = "type", value_name = "x.NAME")]
+    event_type: String,
+    /// Short text, up to 4096 characters
+    #[arg(long, allow_negative_numbers = true)]
+    detail: Option<String>,
+    /// A JSON object, @FILE or @-; at most 256 KiB compact
+    #[arg(long, value_name = "JSON")]
+    data: Option<String>,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+/// Reads a JSON flag: inline text, `@PATH`, or `@-` for stdin.
+fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde_json::Value>> {
+    let Some(v) = value else { return Ok(None) };
+    let text = match v.strip_prefix('@') {
+        None => v.to_owned(),
+        Some(src) => {
+            let mut buf = String::new();
+            let res = if src == "-" {
+                std::io::stdin()
+                    .lock()
+                    .take(JSON_FILE_MAX + 1)
+                    .read_to_string(&mut buf)
+            } else {
+                std::fs::File::open(src)
+                    .and_then(|f| f.take(JSON_FILE_MAX + 1).read_to_string(&mut buf))
+            };
+            res.map_err(|e| {
+                Error::invalid(
+                    field,
+                    format!(
+                        "cannot read {}: {}",
+                        if src == "-" { "stdin" } else { "the file" },
+                        e.kind()
+                    ),
+                )
+            })?;
+            if buf.len() as u64 > JSON_FILE_MAX {
+                return Err(Error::invalid(field, "the input is larger than 16 MiB"));
+            }
+            buf
+        }
+    };
+    json_object(field, &text).map(Some)
+}
+
+fn print_session(out: &Printer, s: &Session) {
+    out.success(s, render::session);
+}
+
+pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
+    match cmd {
+        SessionCommand::Create(a) => create(a, g, out),
+        SessionCommand::Show(a) => {
+            let v = open(g)?.show_session(&a.id)?;
+            out.success(&v, render::view);
+            Ok(())
+        }
+        SessionCommand::List(a) => list(a, g, out),
+        SessionCommand::Start(a) => {
+            let s = open(g)?.start(&a.id, a.reason.clone(), &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Pause(a) => {
+            let s = open(g)?.pause(&a.id, a.reason.clone(), &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Resume(a) => {
+            let s = open(g)?.resume(&a.id, a.reason.clone(), &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Checkpoint(a) => {
+            let req = CheckpointRequest {
+                step: a.step.clone(),
+                note: a.note.clone(),
+                plan_ids: a.plans.clone(),
+                operation_ids: a.operations.clone(),
+                deployment_ids: a.deployments.clone(),
+            };
+            let s = open(g)?.checkpoint(&a.id, req, &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Complete(a) => {
+            let s = open(g)?.complete(&a.id, &a.result, &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Fail(a) => {
+            let s = open(g)?.fail(&a.id, &a.reason, &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Cancel(a) => {
+            let s = open(g)?.cancel(&a.id, &a.reason, &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Events(a) => {
+            let p = open(g)?.session_events(&a.id, a.after_seq, a.limit)?;
+            out.success(&p, |p| {
+                let mut s = render::events(&p.events);
+                if let Some(n) = p.next_after_seq {
+                    s.push_str(&format!("\nnext page: --after-seq {n}\n"));
+                }
+                s
+            });
+            Ok(())
+        }
+        SessionCommand::Event(a) => {
+            let req = AppendEvent {
+                event_type: a.event_type.clone(),
+                detail: a.detail.clone(),
+                data: json_flag("data", a.data.as_deref())?,
+            };
+            let s = open(g)?.append_event(&a.id, req, &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+    }
+}
+
+fn create(a: &CreateArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
+    let req = CreateSession {
+        title: a.title.clone(),
+        goal: a.goal.clone(),
+        app: a.app.clone(),
+        agent_id: a.agent_id.clone(),
+        route: a.route.clone(),
+        stage: a.stage.clone(),
+        parent_session_id: a.parent.clone(),
+        tags: a.tags.clone(),
+        context: json_flag("context", a.context.as_deref())?,
+        metadata: json_flag("metadata", a.metadata.as_deref())?,
+        pending: a.pending,
+        idempotency_key: a.idempotency_key.clone(),
+    };
+    let s = open(g)?.create_session(req)?;
+    print_session(out, &s);
+    Ok(())
+}
+
+fn list(a: &ListArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
+    let req = ListSessions {
+        statuses: a.statuses.clone(),
+        app: a.app.clone(),
+        agent_id: a.agent_id.clone(),
+        tag: a.tag.clone(),
+        parent: a.parent.clone(),
+        since_ms: a
+            .since
+            .as_deref()
+            .map(|t| parse_time("since", t))
+            .transpose()?,
+        until_ms: a
+            .until
+            .as_deref()
+            .map(|t| parse_time("until", t))
+            .transpose()?,
+        order_updated: a.order == "updated",
+        limit: a.limit,
+        cursor: a.cursor.clone(),
+    };
+    let p = open(g)?.list_sessions(&req)?;
+    out.success(&p, render::page);
+    Ok(())
+}

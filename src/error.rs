@@ -1,0 +1,403 @@
+//! Errors: the stable code table of SPEC §3 and the one `Error` enum.
+//!
+//! Every failure the library can report is an [`Error`] variant; each variant
+//! maps to exactly one [`ErrorCode`], and each code to a wire string, a process
+//! exit code and a retryable flag through [`ErrorCode::TABLE`]. Driver errors
+//! are classified here by SQLite's numeric result codes, never by their text.
+
+use serde::Serialize;
+use std::fmt;
+
+/// A stable error code (SPEC §3).
+///
+/// The wire string is the SCREAMING_SNAKE name. Codes are only ever appended;
+/// none is renamed or reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// A bad flag value, malformed id, over-cap input, bad JSON or a control character. Exit 2.
+    InvalidArgument,
+    /// No session has the given id. Exit 3.
+    SessionNotFound,
+    /// No run has the given id. Exit 3.
+    RunNotFound,
+    /// `--if-rev` did not match the session's current rev. Exit 4, retryable.
+    SessionConflict,
+    /// A live owner holds the session's lease. Exit 4, retryable.
+    LeaseHeld,
+    /// The database stayed locked past the busy timeout. Exit 4, retryable.
+    StoreBusy,
+    /// The verb is not allowed from the session's current status. Exit 5.
+    SessionInvalidTransition,
+    /// The verb is not allowed from the run's current status. Exit 5.
+    RunInvalidTransition,
+    /// The file is not a logbook SQLite database, or it is damaged. Exit 6.
+    StoreCorrupt,
+    /// The database's schema is newer than this binary knows. Exit 6.
+    StoreVersionTooNew,
+    /// An I/O failure: disk full, read-only file, permission denied. Exit 6.
+    StoreIo,
+    /// A bug or an unexpected condition. Exit 1.
+    Internal,
+}
+
+/// One row of the code table: wire string, exit code, retryable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeInfo {
+    /// The code's wire string, e.g. `"SESSION_CONFLICT"`.
+    pub wire: &'static str,
+    /// The CLI's process exit code for this error.
+    pub exit: u8,
+    /// Whether the same call may succeed if retried unchanged.
+    pub retryable: bool,
+}
+
+impl ErrorCode {
+    /// The whole code table of SPEC §3, in declaration order.
+    pub const TABLE: &'static [(ErrorCode, CodeInfo)] = &[
+        (Self::InvalidArgument, info("INVALID_ARGUMENT", 2, false)),
+        (Self::SessionNotFound, info("SESSION_NOT_FOUND", 3, false)),
+        (Self::RunNotFound, info("RUN_NOT_FOUND", 3, false)),
+        (Self::SessionConflict, info("SESSION_CONFLICT", 4, true)),
+        (Self::LeaseHeld, info("LEASE_HELD", 4, true)),
+        (Self::StoreBusy, info("STORE_BUSY", 4, true)),
+        (
+            Self::SessionInvalidTransition,
+            info("SESSION_INVALID_TRANSITION", 5, false),
+        ),
+        (
+            Self::RunInvalidTransition,
+            info("RUN_INVALID_TRANSITION", 5, false),
+        ),
+        (Self::StoreCorrupt, info("STORE_CORRUPT", 6, false)),
+        (
+            Self::StoreVersionTooNew,
+            info("STORE_VERSION_TOO_NEW", 6, false),
+        ),
+        (Self::StoreIo, info("STORE_IO", 6, false)),
+        (Self::Internal, info("INTERNAL", 1, false)),
+    ];
+
+    /// This code's row of [`ErrorCode::TABLE`].
+    pub fn info(self) -> CodeInfo {
+        for (code, info) in Self::TABLE {
+            if *code == self {
+                return *info;
+            }
+        }
+        // Every variant has a row; the table test pins this.
+        info_internal()
+    }
+
+    /// The wire string, e.g. `"SESSION_NOT_FOUND"`.
+    pub fn as_str(self) -> &'static str {
+        self.info().wire
+    }
+
+    /// The CLI exit code (SPEC §3).
+    pub fn exit_code(self) -> u8 {
+        self.info().exit
+    }
+
+    /// Whether retrying the same call may succeed.
+    pub fn retryable(self) -> bool {
+        self.info().retryable
+    }
+}
+
+const fn info(wire: &'static str, exit: u8, retryable: bool) -> CodeInfo {
+    CodeInfo {
+        wire,
+        exit,
+        retryable,
+    }
+}
+
+const fn info_internal() -> CodeInfo {
+    info("INTERNAL", 1, false)
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The latest event of a session, reported with a conflict so a caller can see
+/// whether its own write landed (CASES C28).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatestEvent {
+    /// The event's per-session sequence number.
+    pub seq: i64,
+    /// The event's type, e.g. `"checkpoint"`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The checkpoint step the event recorded, if any.
+    pub step: Option<String>,
+}
+
+/// Every error logbook reports. Variants map 1:1 onto [`ErrorCode`]s.
+///
+/// Messages name the field and the rule, never the rejected value (SPEC §5:
+/// a rejected value may hold a secret).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// INVALID_ARGUMENT: `field` broke `reason`.
+    #[error("invalid `{field}`: {reason}")]
+    InvalidArgument {
+        /// The field or flag, e.g. `"title"`.
+        field: String,
+        /// What is wrong, naming the limit where there is one.
+        reason: String,
+    },
+    /// SESSION_NOT_FOUND.
+    #[error("session {id} not found")]
+    SessionNotFound {
+        /// The id asked for (always a well-formed `ses_` id).
+        id: String,
+    },
+    /// RUN_NOT_FOUND.
+    #[error("run {id} not found")]
+    RunNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// SESSION_CONFLICT: the `--if-rev` guard failed.
+    #[error("session {id} is at rev {actual_rev}, not the expected rev {expected_rev}")]
+    Conflict {
+        /// The session.
+        id: String,
+        /// The rev the caller required.
+        expected_rev: i64,
+        /// The session's current rev.
+        actual_rev: i64,
+        /// The session's newest event.
+        latest_event: Option<LatestEvent>,
+    },
+    /// LEASE_HELD.
+    #[error("session {id} is leased by another owner until {expires_at_ms}")]
+    LeaseHeld {
+        /// The session.
+        id: String,
+        /// When the current lease expires, ms since the Unix epoch.
+        expires_at_ms: i64,
+    },
+    /// STORE_BUSY: the write lock was not had within the busy timeout.
+    #[error("the database stayed locked for longer than the busy timeout ({timeout_ms} ms)")]
+    Busy {
+        /// The busy timeout in force, in ms.
+        timeout_ms: u64,
+    },
+    /// SESSION_INVALID_TRANSITION.
+    #[error("cannot {verb} session {id}: it is {from}")]
+    InvalidTransition {
+        /// The session.
+        id: String,
+        /// Its current status.
+        from: String,
+        /// The refused verb, e.g. `"complete"`.
+        verb: String,
+    },
+    /// RUN_INVALID_TRANSITION.
+    #[error("cannot {verb} run {id}: it is {from}")]
+    RunInvalidTransition {
+        /// The run.
+        id: String,
+        /// Its current status.
+        from: String,
+        /// The refused verb.
+        verb: String,
+    },
+    /// STORE_CORRUPT.
+    #[error("{path}: {reason}")]
+    Corrupt {
+        /// The database path.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// STORE_VERSION_TOO_NEW.
+    #[error("{path}: schema version {found} is newer than this logbook supports (up to {supported}); upgrade logbook")]
+    VersionTooNew {
+        /// The database path.
+        path: String,
+        /// The schema version recorded in the file.
+        found: i64,
+        /// The newest version this binary knows.
+        supported: i64,
+    },
+    /// STORE_IO.
+    #[error("{context}")]
+    Io {
+        /// What was being done, e.g. "cannot create the database folder /x".
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// STORE_IO raised by SQLite itself (disk full, read-only, cannot open).
+    #[error("storage error: {context}")]
+    StoreIo {
+        /// What SQLite reported, classified.
+        context: String,
+    },
+    /// INTERNAL.
+    #[error("internal error: {message}")]
+    Internal {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Shorthand for `std::result::Result<T, logbook::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable code for this error. Exhaustive on purpose: a new variant
+    /// does not compile until it is given a code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
+            Error::RunNotFound { .. } => ErrorCode::RunNotFound,
+            Error::Conflict { .. } => ErrorCode::SessionConflict,
+            Error::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            Error::Busy { .. } => ErrorCode::StoreBusy,
+            Error::InvalidTransition { .. } => ErrorCode::SessionInvalidTransition,
+            Error::RunInvalidTransition { .. } => ErrorCode::RunInvalidTransition,
+            Error::Corrupt { .. } => ErrorCode::StoreCorrupt,
+            Error::VersionTooNew { .. } => ErrorCode::StoreVersionTooNew,
+            Error::Io { .. } | Error::StoreIo { .. } => ErrorCode::StoreIo,
+            Error::Internal { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// Structured details for the JSON envelope, in a fixed key order.
+    pub fn details(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Error::InvalidArgument { field, reason } => json!({"field": field, "reason": reason}),
+            Error::SessionNotFound { id } => json!({"session_id": id}),
+            Error::RunNotFound { id } => json!({"run_id": id}),
+            Error::Conflict {
+                id,
+                expected_rev,
+                actual_rev,
+                latest_event,
+            } => json!({
+                "session_id": id,
+                "expected_rev": expected_rev,
+                "current_rev": actual_rev,
+                "latest_event": latest_event,
+            }),
+            Error::LeaseHeld { id, expires_at_ms } => {
+                json!({"session_id": id, "expires_at_ms": expires_at_ms})
+            }
+            Error::Busy { timeout_ms } => json!({"busy_timeout_ms": timeout_ms}),
+            Error::InvalidTransition { id, from, verb } => {
+                json!({"session_id": id, "status": from, "verb": verb})
+            }
+            Error::RunInvalidTransition { id, from, verb } => {
+                json!({"run_id": id, "status": from, "verb": verb})
+            }
+            Error::Corrupt { path, .. } => json!({"path": path}),
+            Error::VersionTooNew {
+                path,
+                found,
+                supported,
+            } => json!({"path": path, "found": found, "supported": supported}),
+            Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
+        }
+    }
+
+    /// Builds an INVALID_ARGUMENT error.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Builds an INTERNAL error.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::Internal {
+            message: message.into(),
+        }
+    }
+
+    /// Classifies a driver error by SQLite's numeric result code.
+    pub(crate) fn from_sqlite(err: rusqlite::Error, busy_timeout_ms: u64) -> Self {
+        use rusqlite::ffi::ErrorCode as C;
+        match err.sqlite_error_code() {
+            Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::Busy {
+                timeout_ms: busy_timeout_ms,
+            },
+            Some(C::NotADatabase) => Error::Corrupt {
+                path: String::new(),
+                reason: "the file is not a SQLite database".into(),
+            },
+            Some(C::DatabaseCorrupt) => Error::Corrupt {
+                path: String::new(),
+                reason: "the database file is damaged".into(),
+            },
+            Some(C::DiskFull) => Error::StoreIo {
+                context: "the disk is full".into(),
+            },
+            Some(C::ReadOnly) => Error::StoreIo {
+                context: "the database is read-only".into(),
+            },
+            Some(C::CannotOpen) => Error::StoreIo {
+                context: "the database file cannot be opened".into(),
+            },
+            Some(C::PermissionDenied) => Error::StoreIo {
+                context: "permission denied".into(),
+            },
+            Some(C::SystemIoFailure) => Error::StoreIo {
+                context: "an I/O error occurred".into(),
+            },
+            _ => Error::Internal {
+                message: format!("database error: {err}"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_table_matches_spec_section_3() {
+        let rows: Vec<(&str, u8, bool)> = ErrorCode::TABLE
+            .iter()
+            .map(|(_, i)| (i.wire, i.exit, i.retryable))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("INVALID_ARGUMENT", 2, false),
+                ("SESSION_NOT_FOUND", 3, false),
+                ("RUN_NOT_FOUND", 3, false),
+                ("SESSION_CONFLICT", 4, true),
+                ("LEASE_HELD", 4, true),
+                ("STORE_BUSY", 4, true),
+                ("SESSION_INVALID_TRANSITION", 5, false),
+                ("RUN_INVALID_TRANSITION", 5, false),
+                ("STORE_CORRUPT", 6, false),
+                ("STORE_VERSION_TOO_NEW", 6, false),
+                ("STORE_IO", 6, false),
+                ("INTERNAL", 1, false),
+            ]
+        );
+        for (code, info) in ErrorCode::TABLE {
+            assert_eq!(code.info(), *info);
+        }
+    }
+}

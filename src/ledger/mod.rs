@@ -1,0 +1,257 @@
+//! The `Ledger` handle: the public behaviour the CLI and MCP both call.
+//!
+//! A `Ledger` owns one SQLite connection. Every mutation is one
+//! `BEGIN IMMEDIATE` transaction; every multi-row read is one read
+//! transaction; between calls the connection holds no transaction, so the WAL
+//! can always checkpoint. Several handles in several processes may use one
+//! file at once (SPEC §6).
+
+mod sessions;
+
+pub use sessions::{
+    AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,
+    ResolvedState, SessionPage, SessionView,
+};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::model::ActorType;
+use crate::store::{self, open::with_path, StoreConfig, SyncMode};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+
+/// Default busy timeout: 5000 ms.
+pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
+
+/// How to open a [`Ledger`].
+///
+/// Spec: §1 (storage), §6 (library).
+#[derive(Debug, Clone)]
+pub struct LedgerOptions {
+    /// The database file. `None` resolves it as SPEC §1 says: `$LOGBOOK_DB`,
+    /// else `$XDG_DATA_HOME/logbook/logbook.db`, else
+    /// `$HOME/.local/share/logbook/logbook.db`.
+    pub path: Option<PathBuf>,
+    /// How long a write waits for the lock before STORE_BUSY, in ms.
+    pub busy_timeout_ms: u64,
+    /// `synchronous=FULL` (default) or `NORMAL`.
+    pub sync: SyncMode,
+    /// Recorded as the actor of every change: `Lib` unless the entry point
+    /// says otherwise (the CLI uses `Cli`, the MCP server `Mcp`).
+    pub actor: ActorType,
+    /// Source of "now".
+    pub clock: Clock,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            path: None,
+            busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
+            sync: SyncMode::Full,
+            actor: ActorType::Lib,
+            clock: Clock::System,
+        }
+    }
+}
+
+impl LedgerOptions {
+    /// Options for the file at `path`, other fields default.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        LedgerOptions {
+            path: Some(path.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Defaults overlaid with the environment: `LOGBOOK_DB`,
+    /// `LOGBOOK_BUSY_TIMEOUT_MS`, `LOGBOOK_SYNC` (`full` or `normal`).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a malformed `LOGBOOK_BUSY_TIMEOUT_MS` or
+    /// `LOGBOOK_SYNC`.
+    pub fn from_env() -> Result<Self> {
+        let mut o = Self::default();
+        if let Some(v) = env_nonempty("LOGBOOK_BUSY_TIMEOUT_MS") {
+            o.busy_timeout_ms = parse_timeout("LOGBOOK_BUSY_TIMEOUT_MS", &v)?;
+        }
+        if let Some(v) = env_nonempty("LOGBOOK_SYNC") {
+            o.sync = match v.to_ascii_lowercase().as_str() {
+                "full" => SyncMode::Full,
+                "normal" => SyncMode::Normal,
+                _ => {
+                    return Err(Error::invalid(
+                        "LOGBOOK_SYNC",
+                        "expected `full` or `normal`",
+                    ))
+                }
+            };
+        }
+        Ok(o)
+    }
+}
+
+/// Parses a busy timeout in ms: an integer in 0..=3,600,000.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`.
+pub fn parse_timeout(field: &str, v: &str) -> Result<u64> {
+    v.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= 3_600_000)
+        .ok_or_else(|| Error::invalid(field, "expected an integer number of ms from 0 to 3600000"))
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Resolves the database path (SPEC §1): `explicit`, else `$LOGBOOK_DB`, else
+/// `$XDG_DATA_HOME/logbook/logbook.db`, else
+/// `$HOME/.local/share/logbook/logbook.db`.
+///
+/// # Errors
+/// INVALID_ARGUMENT when none of them is set.
+pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = env_nonempty("LOGBOOK_DB") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(x) = env_nonempty("XDG_DATA_HOME") {
+        if Path::new(&x).is_absolute() {
+            return Ok(Path::new(&x).join("logbook").join("logbook.db"));
+        }
+    }
+    if let Some(h) = env_nonempty("HOME") {
+        return Ok(Path::new(&h).join(".local/share/logbook/logbook.db"));
+    }
+    Err(Error::invalid(
+        "db",
+        "no database path: pass --db, or set LOGBOOK_DB, XDG_DATA_HOME or HOME",
+    ))
+}
+
+/// A handle on one logbook database.
+///
+/// # Examples
+/// ```
+/// use logbook::{CreateSession, Ledger, LedgerOptions, Mutation};
+/// let dir = tempfile::tempdir().unwrap();
+/// let ledger = Ledger::open(LedgerOptions::at(dir.path().join("l.db"))).unwrap();
+/// let s = ledger.create_session(CreateSession::titled("fix the login bug")).unwrap();
+/// let done = ledger.complete(&s.session_id.to_string(), "fixed", &Mutation::default()).unwrap();
+/// assert_eq!((done.rev, done.status.as_str()), (2, "completed"));
+/// ```
+#[derive(Debug)]
+pub struct Ledger {
+    conn: Connection,
+    path: PathBuf,
+    opts: LedgerOptions,
+}
+
+impl Ledger {
+    /// Opens (creating and migrating if needed) the database.
+    ///
+    /// # Errors
+    /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY,
+    /// INVALID_ARGUMENT (no path could be resolved).
+    pub fn open(opts: LedgerOptions) -> Result<Self> {
+        let path = resolve_path(opts.path.as_deref())?;
+        let conn = store::open(&StoreConfig {
+            path: path.clone(),
+            busy_timeout_ms: opts.busy_timeout_ms,
+            sync: opts.sync,
+        })?;
+        Ok(Ledger { conn, path, opts })
+    }
+
+    /// The database file this handle uses.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options this handle was opened with.
+    pub fn options(&self) -> &LedgerOptions {
+        &self.opts
+    }
+
+    /// Reads a pragma of this handle's connection (diagnostics and tests),
+    /// e.g. `journal_mode`, `synchronous`, `busy_timeout`.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a pragma name outside a fixed allow-list.
+    pub fn pragma(&self, name: &str) -> Result<String> {
+        const ALLOWED: &[&str] = &[
+            "journal_mode",
+            "synchronous",
+            "busy_timeout",
+            "foreign_keys",
+            "journal_size_limit",
+            "user_version",
+            "application_id",
+            "wal_autocheckpoint",
+        ];
+        let Some(name) = ALLOWED.iter().find(|a| **a == name) else {
+            return Err(Error::invalid("pragma", "not an inspectable pragma"));
+        };
+        let v: rusqlite::types::Value = self
+            .conn
+            .pragma_query_value(None, name, |r| r.get(0))
+            .map_err(|e| self.db_err(e))?;
+        Ok(match v {
+            rusqlite::types::Value::Integer(i) => {
+                if *name == "busy_timeout" {
+                    // The custom handler replaces SQLite's timer; report ours.
+                    self.opts.busy_timeout_ms.to_string()
+                } else {
+                    i.to_string()
+                }
+            }
+            rusqlite::types::Value::Text(t) => t,
+            other => format!("{other:?}"),
+        })
+    }
+
+    fn db_err(&self, e: rusqlite::Error) -> Error {
+        with_path(
+            Error::from_sqlite(e, self.opts.busy_timeout_ms),
+            &self.path.display().to_string(),
+        )
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.opts.clock.now_ms()
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits on `Ok`, rolls
+    /// back on `Err` (before returning).
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        store::busy::set_timeout_ms(self.opts.busy_timeout_ms);
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.db_err(e))?;
+        match f(&tx) {
+            Ok(v) => {
+                tx.commit().map_err(|e| self.db_err(e))?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = tx.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `f` in one read transaction (one consistent snapshot).
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        store::busy::set_timeout_ms(self.opts.busy_timeout_ms);
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(|e| self.db_err(e))?;
+        let out = f(&tx);
+        // Ending a read transaction cannot lose anything; ignore its result.
+        let _ = tx.rollback();
+        out
+    }
+}

@@ -1,0 +1,58 @@
+//! Column ↔ Rust value mapping: the one place that decodes rows.
+//!
+//! SQLite does not check that TEXT is valid UTF-8, so text is decoded lossily
+//! (bad bytes become U+FFFD, CASES C18) and embedded NULs are kept (C19).
+//! A JSON column that no longer parses (edited by hand) is returned as a JSON
+//! string holding its text rather than failing the whole read.
+
+use rusqlite::types::ValueRef;
+use rusqlite::Row;
+use serde_json::value::RawValue;
+
+/// Reads an optional TEXT column, lossily.
+pub fn opt_text(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(idx)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+/// Reads a TEXT column that should not be NULL (NULL reads as "").
+pub fn text(row: &Row<'_>, idx: usize) -> rusqlite::Result<String> {
+    Ok(opt_text(row, idx)?.unwrap_or_default())
+}
+
+fn fallback_raw(text: String) -> Box<RawValue> {
+    let quoted = serde_json::to_string(&text).unwrap_or_else(|_| "null".to_owned());
+    RawValue::from_string(quoted).unwrap_or_else(|_| empty_object())
+}
+
+/// `{}` as a raw value.
+pub fn empty_object() -> Box<RawValue> {
+    // "{}" is valid JSON; from_string cannot fail on it.
+    serde_json::from_str("{}").unwrap_or_else(|_| unreachable_json())
+}
+
+#[allow(clippy::panic)]
+fn unreachable_json() -> Box<RawValue> {
+    panic!("serde_json rejected the literal {{}}")
+}
+
+/// Reads an optional JSON column as a raw value.
+pub fn opt_json(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<Box<RawValue>>> {
+    Ok(
+        opt_text(row, idx)?.map(|t| match RawValue::from_string(t.clone()) {
+            Ok(v) => v,
+            Err(_) => fallback_raw(t),
+        }),
+    )
+}
+
+/// Reads a JSON array of strings (tags); anything else reads as empty.
+pub fn string_list(row: &Row<'_>, idx: usize) -> rusqlite::Result<Vec<String>> {
+    Ok(opt_text(row, idx)?
+        .and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok())
+        .unwrap_or_default())
+}

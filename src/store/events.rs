@@ -1,0 +1,132 @@
+//! SQL for `events`: append, replay, idempotency look-ups.
+
+use super::codec::{opt_json, opt_text, text};
+use crate::error::LatestEvent;
+use crate::model::{ActorType, Event};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+/// Appends one event. The `events_seq_contiguous` trigger refuses a seq that
+/// is not the session's previous max + 1.
+pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
+     detail, data, run_id, idempotency_key, request_digest) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+/// Events of one session after a seq, in seq order.
+pub const SELECT_EVENTS: &str =
+    "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
+     data, run_id FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+
+/// The newest event of a session, for conflict details.
+pub const SELECT_LATEST_EVENT: &str = "SELECT seq, type, json_extract(data, '$.step') FROM events \
+     WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
+
+/// The event an idempotency key produced on a session.
+pub const SELECT_BY_KEY: &str = "SELECT request_digest FROM events \
+     WHERE idempotency_key = ?1 AND session_id = ?2";
+
+/// The session a `create` with this idempotency key produced.
+pub const SELECT_CREATED_BY_KEY: &str = "SELECT session_id, request_digest FROM events \
+     WHERE idempotency_key = ?1 AND seq = 0 AND type = 'created' LIMIT 1";
+
+/// A new event row.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// Its seq (previous max + 1).
+    pub seq: i64,
+    /// Type name.
+    pub event_type: &'a str,
+    /// When, ms.
+    pub at_ms: i64,
+    /// Writer.
+    pub actor_type: ActorType,
+    /// Redacted short text.
+    pub detail: Option<&'a str>,
+    /// Redacted compact JSON object.
+    pub data: Option<&'a str>,
+    /// Idempotency key and request digest.
+    pub idempotency: Option<(&'a str, &'a str)>,
+}
+
+/// Appends an event, returning its event_id.
+pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<i64> {
+    let (key, digest) = match e.idempotency {
+        Some((k, d)) => (Some(k), Some(d)),
+        None => (None, None),
+    };
+    conn.prepare_cached(INSERT_EVENT)?.execute(params![
+        e.session_id,
+        e.seq,
+        e.event_type,
+        e.at_ms,
+        e.actor_type.as_str(),
+        e.detail,
+        e.data,
+        Option::<&str>::None,
+        key,
+        digest,
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Maps a row of [`SELECT_EVENTS`].
+pub fn map_event(row: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        event_id: row.get(0)?,
+        session_id: text(row, 1)?,
+        seq: row.get(2)?,
+        event_type: text(row, 3)?,
+        at_ms: row.get(4)?,
+        actor_type: text(row, 5)?.parse().unwrap_or(ActorType::Lib),
+        detail: opt_text(row, 6)?,
+        data: opt_json(row, 7)?,
+        run_id: opt_text(row, 8)?,
+    })
+}
+
+/// Events of a session with seq > `after_seq`, at most `limit`.
+pub fn select_events(
+    conn: &Connection,
+    session_id: &str,
+    after_seq: i64,
+    limit: i64,
+) -> rusqlite::Result<Vec<Event>> {
+    let mut stmt = conn.prepare_cached(SELECT_EVENTS)?;
+    let rows = stmt.query_map(params![session_id, after_seq, limit], map_event)?;
+    rows.collect()
+}
+
+/// The newest event of a session.
+pub fn latest_event(conn: &Connection, session_id: &str) -> rusqlite::Result<Option<LatestEvent>> {
+    conn.prepare_cached(SELECT_LATEST_EVENT)?
+        .query_row(params![session_id], |r| {
+            Ok(LatestEvent {
+                seq: r.get(0)?,
+                event_type: text(r, 1)?,
+                step: opt_text(r, 2)?,
+            })
+        })
+        .optional()
+}
+
+/// The request digest stored with `key` on `session_id`, if the key was used.
+pub fn find_by_key(
+    conn: &Connection,
+    key: &str,
+    session_id: &str,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(SELECT_BY_KEY)?
+        .query_row(params![key, session_id], |r| text(r, 0))
+        .optional()
+}
+
+/// The session (and digest) a create with `key` produced, if any.
+pub fn find_created_by_key(
+    conn: &Connection,
+    key: &str,
+) -> rusqlite::Result<Option<(String, String)>> {
+    conn.prepare_cached(SELECT_CREATED_BY_KEY)?
+        .query_row(params![key], |r| Ok((text(r, 0)?, text(r, 1)?)))
+        .optional()
+}

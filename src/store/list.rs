@@ -1,0 +1,190 @@
+//! SQL for `session list`: fixed fragments, values as parameters.
+//!
+//! Every query walks one index in its order, so no temp B-tree is built for
+//! ORDER BY and a page at any depth costs the same (a keyset cursor seeks):
+//! - created order: `ORDER BY created_at_ms DESC, insert_seq DESC` over
+//!   `sessions_by_created` or the filter's `(column, created_at_ms)` index,
+//!   or driven from `session_tags` for `--tag`;
+//! - updated order: `ORDER BY updated_at_ms DESC, insert_seq DESC` over
+//!   `sessions_by_updated`, other filters checked per row (their columns are
+//!   written `+col` so the planner does not pick an index that would need a
+//!   sort).
+
+use super::codec::text;
+use super::sessions::{fill_refs, map_session, session_columns};
+use crate::model::Session;
+use rusqlite::types::Value;
+use rusqlite::Connection;
+
+/// Sort order of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Newest created first (immutable key; cursor walks are exact).
+    #[default]
+    Created,
+    /// Most recently updated first.
+    Updated,
+}
+
+/// A listing query, already validated.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Statuses (any of).
+    pub statuses: Vec<String>,
+    /// App name.
+    pub app: Option<String>,
+    /// Agent id.
+    pub agent_id: Option<String>,
+    /// Tag.
+    pub tag: Option<String>,
+    /// Parent session id.
+    pub parent: Option<String>,
+    /// Lower bound (inclusive) on the order's timestamp, ms.
+    pub since_ms: Option<i64>,
+    /// Upper bound (exclusive) on the order's timestamp, ms.
+    pub until_ms: Option<i64>,
+    /// Order.
+    pub order: Order,
+    /// Page size.
+    pub limit: i64,
+    /// Resume after this `(timestamp ms, insert_seq)` key.
+    pub after: Option<(i64, i64)>,
+}
+
+/// Builds the SQL text and its parameters. Only fixed fragments go into the
+/// text; every user value is a parameter.
+pub fn build(q: &ListQuery) -> (String, Vec<Value>) {
+    let mut params: Vec<Value> = Vec::new();
+    let mut p = |v: Value| {
+        params.push(v);
+        format!("?{}", params.len())
+    };
+    let by_tag = q.tag.is_some() && q.order == Order::Created;
+    let (from, ts, seq) = if by_tag {
+        (
+            "FROM session_tags t CROSS JOIN sessions s ON s.insert_seq = t.insert_seq \
+             LEFT JOIN session_data d ON d.session_id = s.session_id",
+            "t.created_at_ms",
+            "t.insert_seq",
+        )
+    } else {
+        let ts = match q.order {
+            Order::Created => "s.created_at_ms",
+            Order::Updated => "s.updated_at_ms",
+        };
+        (
+            "FROM sessions s LEFT JOIN session_data d ON d.session_id = s.session_id",
+            ts,
+            "s.insert_seq",
+        )
+    };
+    // In updated order, filter columns are prefixed with `+` so no filter
+    // index competes with sessions_by_updated.
+    let plus = if q.order == Order::Updated { "+" } else { "" };
+    let mut wh: Vec<String> = Vec::new();
+    if let Some(tag) = &q.tag {
+        if by_tag {
+            wh.push(format!("t.tag = {}", p(Value::Text(tag.clone()))));
+        } else {
+            wh.push(format!(
+                "EXISTS (SELECT 1 FROM session_tags t WHERE t.tag = {} AND t.created_at_ms = s.created_at_ms AND t.insert_seq = s.insert_seq)",
+                p(Value::Text(tag.clone()))
+            ));
+        }
+    }
+    match q.statuses.len() {
+        0 => {}
+        1 => wh.push(format!(
+            "{plus}s.status = {}",
+            p(Value::Text(q.statuses[0].clone()))
+        )),
+        _ => {
+            // Several statuses: several index ranges cannot be merged in
+            // order, so walk the order index and test status per row.
+            let list: Vec<String> = q
+                .statuses
+                .iter()
+                .map(|s| p(Value::Text(s.clone())))
+                .collect();
+            wh.push(format!("+s.status IN ({})", list.join(", ")));
+        }
+    }
+    if let Some(app) = &q.app {
+        wh.push(format!("{plus}s.app = {}", p(Value::Text(app.clone()))));
+    }
+    if let Some(agent) = &q.agent_id {
+        wh.push(format!(
+            "{plus}s.agent_id = {}",
+            p(Value::Text(agent.clone()))
+        ));
+    }
+    if let Some(parent) = &q.parent {
+        wh.push(format!(
+            "{plus}s.parent_session_id = {}",
+            p(Value::Text(parent.clone()))
+        ));
+    }
+    if let Some(since) = q.since_ms {
+        wh.push(format!("{ts} >= {}", p(Value::Integer(since))));
+    }
+    if let Some(until) = q.until_ms {
+        wh.push(format!("{ts} < {}", p(Value::Integer(until))));
+    }
+    if let Some((k_ts, k_seq)) = q.after {
+        let a = p(Value::Integer(k_ts));
+        let b = p(Value::Integer(k_seq));
+        wh.push(format!("{ts} <= {a} AND ({ts} < {a} OR {seq} < {b})"));
+    }
+    let where_sql = if wh.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", wh.join(" AND "))
+    };
+    let limit = p(Value::Integer(q.limit + 1));
+    let sql = format!(
+        "SELECT {cols}, {ts} {from}{where_sql} ORDER BY {ts} DESC, {seq} DESC LIMIT {limit}",
+        cols = session_columns!(),
+    );
+    (sql, params)
+}
+
+/// A `(timestamp ms, insert_seq)` keyset position.
+pub type Key = (i64, i64);
+
+/// One page: the sessions and, when more follow, the key to resume after.
+pub fn select_page(
+    conn: &Connection,
+    q: &ListQuery,
+) -> rusqlite::Result<(Vec<Session>, Option<Key>)> {
+    let (sql, params) = build(q);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
+    let mut out: Vec<(Session, i64, i64)> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let (s, insert_seq) = map_session(row)?;
+        let ts: i64 = row.get(30)?;
+        out.push((s, ts, insert_seq));
+    }
+    drop(rows);
+    let limit = usize::try_from(q.limit).unwrap_or(0);
+    let next = if out.len() > limit {
+        out.truncate(limit);
+        out.last().map(|(_, ts, seq)| (*ts, *seq))
+    } else {
+        None
+    };
+    let mut sessions = Vec::with_capacity(out.len());
+    for (mut s, _, _) in out {
+        fill_refs(conn, &mut s)?;
+        sessions.push(s);
+    }
+    Ok((sessions, next))
+}
+
+/// `EXPLAIN QUERY PLAN` detail lines of a listing query (for tests).
+pub fn explain(conn: &Connection, q: &ListQuery) -> rusqlite::Result<Vec<String>> {
+    let (sql, params) = build(q);
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(params.iter()), |r| text(r, 3))?;
+    rows.collect()
+}

@@ -1,0 +1,15 @@
+//! The storage layer: the only code that knows SQL or names rusqlite.
+//!
+//! Functions take `&Connection`; a `Transaction` derefs to one, so the same
+//! helper works inside any transaction. Public `Ledger` methods open the
+//! transaction and call these helpers.
+
+pub mod busy;
+pub mod codec;
+pub mod events;
+pub mod list;
+pub mod migrate;
+pub mod open;
+pub mod sessions;
+
+pub use open::{open, StoreConfig, SyncMode};

@@ -1,0 +1,211 @@
+//! Opening a database: path resolution, file modes, pragmas, probes (SPEC §1).
+//!
+//! [`open`] is the one opener, used by the library, tests and benches. Order:
+//! 1. create missing parent folders with mode 0700;
+//! 2. create the file with mode 0600 (tighten an existing looser file, and its
+//!    `-wal`/`-shm`; SQLite gives those the DB file's mode);
+//! 3. open, install the busy handler, `foreign_keys=ON`;
+//! 4. read-only probes: SQLite header, `application_id`, `user_version`, so a
+//!    foreign, corrupt or newer DB is refused before anything is written;
+//! 5. `journal_mode=WAL` (checked), `synchronous`, `journal_size_limit`;
+//! 6. migrate, inside one `BEGIN IMMEDIATE` (see `migrate.rs`).
+
+use super::busy;
+use super::migrate;
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// `PRAGMA application_id` of a logbook database ("LGBK").
+pub const APPLICATION_ID: i32 = 0x4C47_424B;
+
+/// WAL size the file is truncated back to after a checkpoint: 8 MiB.
+pub const JOURNAL_SIZE_LIMIT_BYTES: i64 = 8 * 1024 * 1024;
+
+/// `PRAGMA synchronous` level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// `synchronous=FULL` (default): an acknowledged write survives power loss.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; the last commits may be
+    /// lost on power loss or an OS crash.
+    Normal,
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The database file.
+    pub path: PathBuf,
+    /// Busy timeout, ms.
+    pub busy_timeout_ms: u64,
+    /// Durability level.
+    pub sync: SyncMode,
+}
+
+fn io_err(context: String, source: std::io::Error) -> Error {
+    Error::Io { context, source }
+}
+
+/// Creates missing folders of `dir` with mode 0700 (whatever the umask).
+fn create_private_dirs(dir: &Path) -> Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_private_dirs(parent)?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| {
+            io_err(
+                format!("cannot set the mode of folder {}", dir.display()),
+                e,
+            )
+        }),
+        // Another process created it at the same instant: fine.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(io_err(format!("cannot create folder {}", dir.display()), e)),
+    }
+}
+
+/// Removes group/other bits from an existing file's mode; never loosens it.
+fn tighten_mode(path: &Path) -> Result<()> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(format!("cannot read {}", path.display()), e)),
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        // Best effort on files we do not own (read-only access).
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o700));
+    }
+    Ok(())
+}
+
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Prepares the file: private parent folders, the file created 0600.
+fn prepare_file(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        create_private_dirs(parent)?;
+    }
+    match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+                .map_err(|e| io_err(format!("cannot set the mode of {}", path.display()), e))?;
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => tighten_mode(path)?,
+        Err(e) => return Err(io_err(format!("cannot create {}", path.display()), e)),
+    }
+    tighten_mode(&companion(path, "-wal"))?;
+    tighten_mode(&companion(path, "-shm"))
+}
+
+/// Opens (creating if needed) and migrates the database at `cfg.path`.
+///
+/// # Errors
+/// STORE_IO (folders, file, permissions), STORE_CORRUPT (not a logbook SQLite
+/// file), STORE_VERSION_TOO_NEW (schema newer than this binary), STORE_BUSY
+/// (locked past the busy timeout while switching to WAL or migrating).
+pub fn open(cfg: &StoreConfig) -> Result<Connection> {
+    prepare_file(&cfg.path)?;
+    busy::set_timeout_ms(cfg.busy_timeout_ms);
+    let display = cfg.path.display().to_string();
+    let db_err =
+        |e: rusqlite::Error| with_path(Error::from_sqlite(e, cfg.busy_timeout_ms), &display);
+
+    #[allow(clippy::disallowed_methods)]
+    let mut conn = Connection::open_with_flags(
+        &cfg.path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db_err)?;
+    conn.busy_handler(Some(busy::handler)).map_err(db_err)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(db_err)?;
+
+    let probe = migrate::probe(&conn).map_err(db_err)?;
+    migrate::check_probe(&probe, &display)?;
+
+    set_wal(&conn, cfg.busy_timeout_ms).map_err(db_err)?;
+    let sync = match cfg.sync {
+        SyncMode::Full => "FULL",
+        SyncMode::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .map_err(db_err)?;
+    conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)
+        .map_err(db_err)?;
+    conn.set_prepared_statement_cache_capacity(64);
+
+    if probe.user_version < migrate::latest_version() {
+        migrate::migrate(&conn, &display).map_err(|e| match e {
+            migrate::MigrateError::Db(e) => db_err(e),
+            migrate::MigrateError::Refused(e) => e,
+        })?;
+    }
+    // SQLite creates -wal/-shm with the DB file's mode (0600); tighten any
+    // left over from an earlier, looser file.
+    tighten_mode(&companion(&cfg.path, "-wal"))?;
+    tighten_mode(&companion(&cfg.path, "-shm"))?;
+    Ok(conn)
+}
+
+/// Fills the path into STORE_CORRUPT errors raised by the driver.
+pub(crate) fn with_path(err: Error, path: &str) -> Error {
+    match err {
+        Error::Corrupt { reason, .. } => Error::Corrupt {
+            path: path.to_owned(),
+            reason,
+        },
+        other => other,
+    }
+}
+
+/// Switches to WAL. Changing the journal mode needs a moment of exclusive
+/// access, which SQLite reports as busy without always calling the busy
+/// handler, so retry until the timeout when many processes open a brand-new
+/// file at once.
+fn set_wal(conn: &Connection, timeout_ms: u64) -> rusqlite::Result<()> {
+    let current: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if current.eq_ignore_ascii_case("wal") {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        let res: rusqlite::Result<String> =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
+        match res {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(_) | Err(_) if start.elapsed() < Duration::from_millis(timeout_ms) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Ok(mode) => {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some(format!("journal_mode stayed {mode}")),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
