@@ -1,0 +1,344 @@
+//! Every error code with its exit code, the envelope shape, and an unchanged
+//! database after each refusal.
+
+use crate::common::*;
+
+/// Runs `args` (with --json), expects `code`/`exit`, and checks that `id`
+/// shows the same bytes before and after.
+#[track_caller]
+fn refused(env: &TestEnv, id: &str, args: &[&str], code: &str, exit: i32) -> serde_json::Value {
+    let before = env.show(id);
+    let count = session_count(env);
+    let err = assert_error(&env.json(args), code, exit);
+    assert_eq!(
+        env.show(id),
+        before,
+        "session changed after a refused {args:?}"
+    );
+    assert_eq!(session_count(env), count);
+    err
+}
+
+fn session_count(env: &TestEnv) -> i64 {
+    env.sql()
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn invalid_argument_exit_2() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let long = "a".repeat(201);
+    for args in [
+        vec!["session", "create", "--title", long.as_str()],
+        vec!["session", "create", "--title", ""],
+        vec!["session", "create", "--title", "t", "--context", "[1]"],
+        vec!["session", "create", "--title", "t", "--context", "{oops"],
+        vec!["session", "create", "--title", "a\u{7}b"],
+        vec!["session", "create", "--title", "t", "--parent", "nope"],
+        vec!["session", "checkpoint", &id],
+        vec!["session", "checkpoint", &id, "--step", "s", "--if-rev", "0"],
+        vec![
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s",
+            "--if-rev",
+            "abc",
+        ],
+        vec!["session", "checkpoint", "ses_XYZ", "--step", "s"],
+        vec!["session", "event", &id, "--type", "checkpoint"],
+        vec!["session", "list", "--limit", "0"],
+        vec!["session", "list", "--limit", "1001"],
+        vec!["session", "list", "--cursor", "garbage"],
+        vec!["session", "list", "--since", "2030-01-01T00:00:00"],
+        vec!["session", "list", "--status", "aborted"],
+        vec!["session", "list", "--order", "sideways"],
+        vec!["session", "bogus"],
+        vec!["session", "create"],
+    ] {
+        let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert!(err["message"].as_str().unwrap().len() > 5, "{err}");
+    }
+}
+
+#[test]
+fn invalid_argument_names_field_and_limit() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let note = "n".repeat(4097);
+    let err = refused(
+        &env,
+        &id,
+        &["session", "checkpoint", &id, "--step", "s", "--note", &note],
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(err["details"]["field"], "note");
+    assert_eq!(
+        err["message"],
+        "invalid `note`: is 4097 characters; the limit is 4096"
+    );
+}
+
+#[test]
+fn not_found_exit_3() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let ghost = "ses_0000000000000000";
+    for args in [
+        vec!["session", "show", ghost],
+        vec!["session", "checkpoint", ghost, "--step", "s"],
+        vec!["session", "complete", ghost, "--result", "r"],
+        vec!["session", "events", ghost],
+        vec!["session", "create", "--title", "t", "--parent", ghost],
+    ] {
+        let err = refused(&env, &id, &args, "SESSION_NOT_FOUND", 3);
+        assert_eq!(err["details"]["session_id"], ghost);
+    }
+}
+
+#[test]
+fn conflict_exit_4_with_current_rev() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    env.json(&["session", "checkpoint", &id, "--step", "one"])
+        .data();
+    let err = refused(
+        &env,
+        &id,
+        &[
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "two",
+            "--if-rev",
+            "1",
+        ],
+        "SESSION_CONFLICT",
+        4,
+    );
+    assert_eq!(err["details"]["current_rev"], 2);
+    assert_eq!(err["details"]["expected_rev"], 1);
+    assert_eq!(
+        err["details"]["latest_event"],
+        serde_json::json!({"seq":1,"type":"checkpoint","step":"one"})
+    );
+    for verb in [
+        vec!["session", "complete", &id, "--result", "r", "--if-rev", "5"],
+        vec!["session", "pause", &id, "--if-rev", "5"],
+        vec!["session", "fail", &id, "--reason", "r", "--if-rev", "5"],
+        vec!["session", "cancel", &id, "--reason", "r", "--if-rev", "5"],
+        vec!["session", "event", &id, "--type", "x.a", "--if-rev", "5"],
+    ] {
+        refused(&env, &id, &verb, "SESSION_CONFLICT", 4);
+    }
+}
+
+#[test]
+fn invalid_transition_exit_5() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    refused(
+        &env,
+        &id,
+        &["session", "start", &id],
+        "SESSION_INVALID_TRANSITION",
+        5,
+    );
+    refused(
+        &env,
+        &id,
+        &["session", "resume", &id],
+        "SESSION_INVALID_TRANSITION",
+        5,
+    );
+    env.json(&["session", "pause", &id]).data();
+    refused(
+        &env,
+        &id,
+        &["session", "checkpoint", &id, "--step", "s"],
+        "SESSION_INVALID_TRANSITION",
+        5,
+    );
+    refused(
+        &env,
+        &id,
+        &["session", "complete", &id, "--result", "r"],
+        "SESSION_INVALID_TRANSITION",
+        5,
+    );
+    env.json(&["session", "resume", &id]).data();
+    env.json(&["session", "complete", &id, "--result", "r"])
+        .data();
+    for args in [
+        vec!["session", "complete", &id, "--result", "again"],
+        vec!["session", "fail", &id, "--reason", "r"],
+        vec!["session", "cancel", &id, "--reason", "r"],
+        vec!["session", "pause", &id],
+        vec!["session", "checkpoint", &id, "--step", "s"],
+        vec!["session", "event", &id, "--type", "x.late"],
+        // A stale --if-rev on a terminal session reports the transition.
+        vec!["session", "checkpoint", &id, "--step", "s", "--if-rev", "1"],
+    ] {
+        let err = refused(&env, &id, &args, "SESSION_INVALID_TRANSITION", 5);
+        assert_eq!(err["details"]["status"], "completed");
+    }
+}
+
+#[test]
+fn store_busy_exit_4_when_the_lock_is_held() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let c = env.sql();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let start = std::time::Instant::now();
+    let r = env.json(&[
+        "--busy-timeout-ms",
+        "300",
+        "session",
+        "checkpoint",
+        &id,
+        "--step",
+        "s",
+    ]);
+    let err = assert_error(&r, "STORE_BUSY", 4);
+    assert_eq!(err["details"]["busy_timeout_ms"], 300);
+    assert!(start.elapsed() >= std::time::Duration::from_millis(300));
+    c.execute_batch("ROLLBACK").unwrap();
+    assert_rev_matches_events(&env, &id);
+    assert_eq!(rev_and_events(&env, &id).0, 1);
+    // The same through the environment variable.
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut cmd = env.command();
+    cmd.env("LOGBOOK_BUSY_TIMEOUT_MS", "200").args([
+        "--db",
+        env.path().to_str().unwrap(),
+        "session",
+        "checkpoint",
+        &id,
+        "--step",
+        "s",
+        "--json",
+    ]);
+    assert_error(&Run::from(cmd.output().unwrap()), "STORE_BUSY", 4);
+    c.execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
+fn corrupt_and_foreign_files_exit_6_untouched() {
+    let env = TestEnv::new();
+    let text = env.dir.path().join("notes.txt");
+    let junk = b"this is not a database, just text that is long enough to fill a header page......"
+        .repeat(20);
+    std::fs::write(&text, &junk).unwrap();
+    let r = env
+        .command()
+        .args(["--db", text.to_str().unwrap(), "session", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_error(&Run::from(r), "STORE_CORRUPT", 6);
+    assert_eq!(std::fs::read(&text).unwrap(), junk);
+
+    let foreign = env.dir.path().join("other.db");
+    {
+        let c = rusqlite::Connection::open(&foreign).unwrap();
+        c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+    }
+    let before = std::fs::read(&foreign).unwrap();
+    let r = env
+        .command()
+        .args([
+            "--db",
+            foreign.to_str().unwrap(),
+            "session",
+            "list",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = assert_error(&Run::from(r), "STORE_CORRUPT", 6);
+    assert!(err["message"]
+        .as_str()
+        .unwrap()
+        .contains("not a logbook database"));
+    assert_eq!(std::fs::read(&foreign).unwrap(), before);
+}
+
+#[test]
+fn newer_schema_exit_6_untouched() {
+    let env = TestEnv::new();
+    env.create("t");
+    {
+        let c = env.sql();
+        c.execute_batch("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE);")
+            .unwrap();
+    }
+    let before = std::fs::read(env.path()).unwrap();
+    let err = assert_error(&env.json(&["session", "list"]), "STORE_VERSION_TOO_NEW", 6);
+    assert_eq!(err["details"]["found"], 99);
+    assert_eq!(err["details"]["supported"], 1);
+    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+    let history: i64 = env
+        .sql()
+        .query_row("SELECT count(*) FROM refinery_schema_history", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(history, 1);
+}
+
+#[test]
+fn unwritable_location_is_store_io_exit_6() {
+    let env = TestEnv::new();
+    // A regular file where a folder should be.
+    let blocker = env.dir.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    let db = blocker.join("sub/ledger.db");
+    let r = env
+        .command()
+        .args(["--db", db.to_str().unwrap(), "session", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_error(&Run::from(r), "STORE_IO", 6);
+}
+
+#[test]
+fn human_errors_go_to_stderr_with_code() {
+    let env = TestEnv::new();
+    let r = env.run(&["session", "show", "ses_0000000000000000"]);
+    assert_eq!(r.code, 3);
+    assert_eq!(r.stdout, "");
+    assert_eq!(
+        r.stderr,
+        "error[SESSION_NOT_FOUND]: session ses_0000000000000000 not found\n"
+    );
+    let r = env.run(&["session", "create"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .starts_with("error[INVALID_ARGUMENT]: missing required argument"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let env = TestEnv::new();
+    let r = env.run(&["--help"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("session"));
+    let r = env.run(&["session", "checkpoint", "--help"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("Example:"));
+    let r = env.run(&["--version"]);
+    assert_eq!(
+        (r.code, r.stdout.trim()),
+        (0, concat!("logbook ", env!("CARGO_PKG_VERSION")))
+    );
+}

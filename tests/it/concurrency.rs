@@ -1,0 +1,166 @@
+//! Real OS processes racing on one database file.
+
+use crate::common::*;
+use std::process::Command;
+
+fn cli(env: &TestEnv, db: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = env.command();
+    c.arg("--db").arg(db).args(args);
+    c
+}
+
+/// 16 processes race `checkpoint --if-rev R`: exactly one wins.
+#[test]
+fn if_rev_race_has_exactly_one_winner() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    env.json(&["session", "checkpoint", &id, "--step", "warm"])
+        .data();
+    let r = 2;
+    let cmds = (0..16)
+        .map(|i| {
+            let step = format!("s{i}");
+            cli(
+                &env,
+                env.path(),
+                &[
+                    "session",
+                    "checkpoint",
+                    &id,
+                    "--step",
+                    &step,
+                    "--if-rev",
+                    "2",
+                    "--json",
+                ],
+            )
+        })
+        .collect();
+    let runs = race(env.dir.path(), cmds);
+    let winners: Vec<&Run> = runs.iter().filter(|r| r.code == 0).collect();
+    assert_eq!(winners.len(), 1, "{runs:#?}");
+    for run in runs.iter().filter(|r| r.code != 0) {
+        let err = assert_error(run, "SESSION_CONFLICT", 4);
+        assert_eq!(err["details"]["current_rev"], r + 1);
+    }
+    let won_step = winners[0].data()["checkpoint"]["step"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(assert_rev_matches_events(&env, &id), r + 1);
+    let last = env
+        .json(&["session", "events", &id, "--after-seq", "1"])
+        .data();
+    assert_eq!(last["events"].as_array().unwrap().len(), 1);
+    assert_eq!(last["events"][0]["data"]["step"], won_step.as_str());
+}
+
+/// 8 processes × 40 checkpoints on one session, no guard: all succeed, revs
+/// and seqs contiguous, no STORE_BUSY with the default timeout (C01, C05).
+#[test]
+fn unguarded_checkpoints_all_land() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let db = env.path().to_str().unwrap().to_owned();
+    let cmds = (0..8)
+        .map(|w| {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(r#"for i in $(seq 1 40); do "$0" --db "$1" session checkpoint "$2" --step "w$3-$i" --json || echo "EXIT $?"; done"#)
+                .arg(bin())
+                .arg(&db)
+                .arg(&id)
+                .arg(w.to_string())
+                .env("PATH", std::env::var_os("PATH").unwrap());
+            c
+        })
+        .collect();
+    let runs = race(env.dir.path(), cmds);
+    for (w, run) in runs.iter().enumerate() {
+        assert_eq!(run.stdout.lines().count(), 40, "worker {w}: {}", run.stdout);
+        for line in run.stdout.lines() {
+            assert!(line.starts_with(r#"{"ok":true"#), "worker {w}: {line}");
+        }
+    }
+    assert_eq!(assert_rev_matches_events(&env, &id), 321);
+    // Each worker's steps are in its own order within the timeline.
+    let c = env.sql();
+    let mut st = c.prepare("SELECT json_extract(data, '$.step') FROM events WHERE session_id = ?1 AND seq > 0 ORDER BY seq").unwrap();
+    let steps: Vec<String> = st
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(steps.len(), 320);
+    for w in 0..8 {
+        let mine: Vec<&String> = steps
+            .iter()
+            .filter(|s| s.starts_with(&format!("w{w}-")))
+            .collect();
+        let want: Vec<String> = (1..=40).map(|i| format!("w{w}-{i}")).collect();
+        assert_eq!(mine, want.iter().collect::<Vec<_>>());
+    }
+}
+
+/// C04: 16 processes open a brand-new DB (and its missing folder) at the
+/// same instant; all succeed, one history row per migration, WAL, 0700.
+#[test]
+fn many_processes_create_a_brand_new_db_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    for round in 0..20 {
+        let db = env.dir.path().join(format!("r{round}/new/ledger.db"));
+        let cmds = (0..16)
+            .map(|i| {
+                cli(
+                    &env,
+                    &db,
+                    &[
+                        "session",
+                        "create",
+                        "--title",
+                        &format!("t{i}"),
+                        "--app",
+                        "a",
+                        "--json",
+                    ],
+                )
+            })
+            .collect();
+        let runs = race(env.dir.path(), cmds);
+        for run in &runs {
+            assert_eq!(run.code, 0, "round {round}: {run:?}");
+            let low = format!("{}{}", run.stdout, run.stderr).to_lowercase();
+            for bad in [
+                "locked",
+                "duplicate column",
+                "already exists",
+                "unique constraint",
+            ] {
+                assert!(!low.contains(bad), "{low}");
+            }
+        }
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let (n, dup, mode, ic): (i64, i64, String, String) = c
+            .query_row(
+                "SELECT (SELECT count(*) FROM sessions),
+                        (SELECT count(*) FROM (SELECT version FROM refinery_schema_history GROUP BY version HAVING count(*) > 1)),
+                        (SELECT journal_mode FROM pragma_journal_mode),
+                        (SELECT integrity_check FROM pragma_integrity_check)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (n, dup, mode.as_str(), ic.as_str()),
+            (16, 0, "wal", "ok"),
+            "round {round}"
+        );
+        for dir in [db.parent().unwrap(), db.parent().unwrap().parent().unwrap()] {
+            assert_eq!(
+                std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+                0o700
+            );
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! The schema as a public interface: triggers that hold against raw SQL,
+//! query plans for every list filter, docs/schema.md, migrations, and stock
+//! SQLite 3.40 readers.
+
+use crate::common::*;
+use logbook::{Ledger, LedgerOptions, ListSessions, SessionStatus};
+use rusqlite::Connection;
+
+fn abort_msg(c: &Connection, sql: &str) -> String {
+    match c.execute_batch(sql) {
+        Ok(()) => panic!("raw SQL was allowed: {sql}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn setup() -> (TestEnv, String, String) {
+    let env = TestEnv::new();
+    let live = env.create("live");
+    env.json(&["session", "checkpoint", &live, "--step", "s1"])
+        .data();
+    let done = env.create("done");
+    env.json(&["session", "complete", &done, "--result", "r"])
+        .data();
+    (env, live, done)
+}
+
+#[test]
+fn raw_sql_cannot_modify_or_remove_events() {
+    let (env, live, _) = setup();
+    let c = env.sql();
+    let before: Vec<(i64, String, i64, String)> = {
+        let mut st = c
+            .prepare("SELECT event_id, session_id, seq, type FROM events ORDER BY event_id")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    for sql in [
+        format!("UPDATE events SET detail = 'x' WHERE session_id = '{live}'"),
+        "UPDATE events SET seq = seq + 100".to_owned(),
+        "UPDATE events SET event_id = event_id + 1000".to_owned(),
+        format!("DELETE FROM events WHERE session_id = '{live}'"),
+        "DELETE FROM events".to_owned(),
+        format!("REPLACE INTO events (event_id, session_id, seq, type, at_ms, actor_type) SELECT event_id, session_id, seq, 'x.evil', at_ms, actor_type FROM events WHERE session_id = '{live}' AND seq = 1"),
+        format!("INSERT OR REPLACE INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('{live}', 1, 'x.evil', 0, 'cli')"),
+    ] {
+        let msg = abort_msg(&c, &sql);
+        assert!(msg.contains("logbook:") || msg.contains("UNIQUE"), "{sql}: {msg}");
+    }
+    let after: Vec<(i64, String, i64, String)> = {
+        let mut st = c
+            .prepare("SELECT event_id, session_id, seq, type FROM events ORDER BY event_id")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(before, after);
+}
+
+#[test]
+fn raw_sql_cannot_insert_a_seq_gap_or_duplicate() {
+    let (env, live, _) = setup();
+    let c = env.sql();
+    for seq in [3, 5, 0, 1, -1] {
+        let sql = format!(
+            "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('{live}', {seq}, 'x.raw', 0, 'cli')"
+        );
+        let msg = abort_msg(&c, &sql);
+        assert!(
+            msg.contains("previous max seq + 1") || msg.contains("CHECK"),
+            "{msg}"
+        );
+    }
+    // The next seq is allowed (raw appends are possible, gaps are not)…
+    c.execute_batch(&format!(
+        "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('{live}', 2, 'x.raw', 0, 'cli')"
+    ))
+    .unwrap();
+    // …and a brand-new session's first event must be seq 0.
+    let msg = abort_msg(&c, "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('ses_00000000000000aa', 1, 'x', 0, 'cli')");
+    assert!(msg.contains("previous max seq + 1"), "{msg}");
+}
+
+#[test]
+fn raw_sql_cannot_update_terminal_delete_or_skip_revs() {
+    let (env, live, done) = setup();
+    let c = env.sql();
+    let msg = abort_msg(
+        &c,
+        &format!("UPDATE sessions SET title = 'x', rev = rev + 1 WHERE session_id = '{done}'"),
+    );
+    assert!(msg.contains("terminal"), "{msg}");
+    let msg = abort_msg(
+        &c,
+        &format!(
+            "UPDATE sessions SET status = 'active', rev = rev + 1 WHERE session_id = '{done}'"
+        ),
+    );
+    assert!(msg.contains("terminal"), "{msg}");
+    for sql in [
+        format!("DELETE FROM sessions WHERE session_id = '{live}'"),
+        format!("DELETE FROM sessions WHERE session_id = '{done}'"),
+    ] {
+        assert!(abort_msg(&c, &sql).contains("never deleted"));
+    }
+    for sql in [
+        format!("UPDATE sessions SET title = 'x' WHERE session_id = '{live}'"),
+        format!("UPDATE sessions SET rev = rev + 2 WHERE session_id = '{live}'"),
+        format!("UPDATE sessions SET rev = rev - 1 WHERE session_id = '{live}'"),
+        format!("UPDATE sessions SET rev = 1 WHERE session_id = '{live}'"),
+        format!("UPDATE sessions SET session_id = 'ses_00000000000000bb', rev = rev + 1 WHERE session_id = '{live}'"),
+    ] {
+        assert!(abort_msg(&c, &sql).contains("rev = rev + 1"), "{sql}");
+    }
+    assert_eq!(rev_and_events(&env, &live).0, 2);
+    // +1 is allowed, exactly.
+    c.execute_batch(&format!(
+        "UPDATE sessions SET title = 'renamed', rev = rev + 1 WHERE session_id = '{live}'"
+    ))
+    .unwrap();
+    assert_eq!(rev_and_events(&env, &live).0, 3);
+    let n: i64 = c
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn schema_declares_unique_session_seq_and_strict_tables() {
+    let (env, _, _) = setup();
+    let c = env.sql();
+    let uniq: i64 = c
+        .query_row("SELECT \"unique\" FROM pragma_index_list('events') WHERE name = 'events_by_session_seq'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(uniq, 1);
+    let mut st = c.prepare("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' AND name <> 'refinery_schema_history' ORDER BY name").unwrap();
+    let tables: Vec<(String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        tables,
+        [
+            ("events".to_owned(), 1),
+            ("session_data".into(), 1),
+            ("session_refs".into(), 1),
+            ("session_tags".into(), 1),
+            ("sessions".into(), 1)
+        ]
+    );
+}
+
+#[test]
+fn status_check_list_matches_the_enum() {
+    let (env, _, _) = setup();
+    let sql: String = env
+        .sql()
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'sessions'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let names: Vec<String> = SessionStatus::VARIANTS
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    assert!(
+        sql.contains(&format!("status IN ({})", names.join(", "))),
+        "{sql}"
+    );
+    let actors: Vec<String> = logbook::ActorType::VARIANTS
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    assert!(sql.contains(&format!("actor_type IN ({})", actors.join(", "))));
+}
+
+/// Every list filter, in both orders, walks an index with no temp B-tree.
+#[test]
+fn every_list_filter_uses_an_index_and_no_sort() {
+    let env = TestEnv::new();
+    let parent = env.create("p");
+    let l = Ledger::open(LedgerOptions::at(env.path())).unwrap();
+    let cursor = {
+        // A real cursor of each order, so the keyset condition is planned too.
+        for i in 0..3 {
+            env.create(&format!("s{i}"));
+        }
+        let c = |updated: bool| {
+            l.list_sessions(&ListSessions {
+                limit: Some(1),
+                order_updated: updated,
+                ..Default::default()
+            })
+            .unwrap()
+            .next_cursor
+            .unwrap()
+        };
+        [c(false), c(true)]
+    };
+    let base = ListSessions {
+        limit: Some(20),
+        ..Default::default()
+    };
+    let filters: Vec<(&str, ListSessions)> = vec![
+        ("none", base.clone()),
+        (
+            "status",
+            ListSessions {
+                statuses: vec![SessionStatus::Active],
+                ..base.clone()
+            },
+        ),
+        (
+            "statuses",
+            ListSessions {
+                statuses: vec![SessionStatus::Active, SessionStatus::Paused],
+                ..base.clone()
+            },
+        ),
+        (
+            "app",
+            ListSessions {
+                app: Some("a".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "agent",
+            ListSessions {
+                agent_id: Some("ag".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "tag",
+            ListSessions {
+                tag: Some("t".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "parent",
+            ListSessions {
+                parent: Some(parent.clone()),
+                ..base.clone()
+            },
+        ),
+        (
+            "since_until",
+            ListSessions {
+                since_ms: Some(1),
+                until_ms: Some(i64::MAX),
+                ..base.clone()
+            },
+        ),
+        (
+            "all",
+            ListSessions {
+                statuses: vec![SessionStatus::Active],
+                app: Some("a".into()),
+                agent_id: Some("g".into()),
+                tag: Some("t".into()),
+                parent: Some(parent.clone()),
+                since_ms: Some(1),
+                until_ms: Some(i64::MAX),
+                ..base.clone()
+            },
+        ),
+    ];
+    for (name, f) in filters {
+        for (i, updated) in [false, true].into_iter().enumerate() {
+            for with_cursor in [false, true] {
+                let q = ListSessions {
+                    order_updated: updated,
+                    cursor: with_cursor.then(|| cursor[i].clone()),
+                    ..f.clone()
+                };
+                let plan = l.explain_list(&q).unwrap();
+                let text = plan.join(" | ");
+                assert!(
+                    !text.contains("TEMP B-TREE"),
+                    "{name} updated={updated}: {text}"
+                );
+                let first = &plan[0];
+                assert!(
+                    first.contains("USING INDEX")
+                        || first.contains("USING COVERING INDEX")
+                        || first.contains("USING PRIMARY KEY"),
+                    "{name} updated={updated}: {text}"
+                );
+                assert!(
+                    !text.contains("SCAN s\n")
+                        && !plan.iter().any(|p| p == "SCAN s" || p == "SCAN t"),
+                    "{name}: {text}"
+                );
+                if updated {
+                    assert!(first.contains("sessions_by_updated"), "{name}: {text}");
+                }
+            }
+        }
+    }
+}
+
+/// docs/schema.md documents every table, column, index and trigger.
+#[test]
+fn schema_doc_matches_the_database() {
+    let env = TestEnv::new();
+    env.create("t");
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema.md")).unwrap();
+    let c = env.sql();
+    let mut st = c
+        .prepare("SELECT type, name, tbl_name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap();
+    let objects: Vec<(String, String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(objects.len() > 10);
+    for (kind, name, _) in &objects {
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "docs/schema.md does not mention {kind} `{name}`"
+        );
+        if kind == "table" {
+            let mut cols = c.prepare("SELECT name FROM pragma_table_info(?1)").unwrap();
+            let names: Vec<String> = cols
+                .query_map([name], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            for col in names {
+                assert!(
+                    doc.contains(&format!("`{col}`")),
+                    "docs/schema.md does not document {name}.{col}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn migrations_folder_matches_the_embedded_list() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    let re = regex::Regex::new(r"^V([0-9]+)__[a-z0-9_]+\.sql$").unwrap();
+    for (i, f) in files.iter().enumerate() {
+        let caps = re
+            .captures(f)
+            .unwrap_or_else(|| panic!("misnamed migration {f}: use V<N>__snake_case.sql"));
+        assert_eq!(
+            caps[1].parse::<usize>().unwrap(),
+            i + 1,
+            "migration versions must be contiguous"
+        );
+    }
+    let embedded: Vec<String> = logbook::store::migrate::embedded()
+        .iter()
+        .map(|m| format!("V{}__{}.sql", m.version(), m.name()))
+        .collect();
+    assert_eq!(embedded, files, "rebuild: a migration was added");
+}
+
+#[test]
+fn fresh_db_migrates_with_one_history_row_and_header() {
+    let env = TestEnv::new();
+    env.create("t");
+    let c = env.sql();
+    let (ver, app, hist, ic, fk): (i64, i64, i64, String, i64) = c
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id),
+                    (SELECT count(*) FROM refinery_schema_history), (SELECT integrity_check FROM pragma_integrity_check),
+                    (SELECT count(*) FROM pragma_foreign_key_check)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (ver, app, hist, ic.as_str(), fk),
+        (1, 0x4C47_424B, 1, "ok", 0)
+    );
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn every_sql_const_prepares() {
+    let env = TestEnv::new();
+    env.create("t");
+    let c = env.sql();
+    use logbook::store::{events as e, sessions as s};
+    for sql in [
+        s::SELECT_SESSION,
+        s::INSERT_SESSION,
+        s::INSERT_SESSION_DATA,
+        s::INSERT_TAG,
+        s::SESSION_EXISTS,
+        s::SELECT_STATUS_REV,
+        s::UPDATE_TRANSITION,
+        s::UPDATE_CHECKPOINT,
+        s::UPDATE_TOUCH,
+        s::SELECT_REFS,
+        s::COUNT_REFS,
+        s::REF_EXISTS,
+        s::INSERT_REF,
+        e::INSERT_EVENT,
+        e::SELECT_EVENTS,
+        e::SELECT_LATEST_EVENT,
+        e::SELECT_BY_KEY,
+        e::SELECT_CREATED_BY_KEY,
+    ] {
+        c.prepare(sql).unwrap_or_else(|err| panic!("{err}: {sql}"));
+    }
+}
+
+/// Ledger connections report WAL, the busy timeout and FULL sync (C01, C30).
+#[test]
+fn connection_pragmas() {
+    let env = TestEnv::new();
+    let l = Ledger::open(LedgerOptions::at(env.path())).unwrap();
+    assert_eq!(l.pragma("journal_mode").unwrap(), "wal");
+    assert_eq!(l.pragma("synchronous").unwrap(), "2");
+    assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
+    assert_eq!(l.pragma("busy_timeout").unwrap(), "5000");
+    assert_eq!(
+        l.pragma("journal_size_limit").unwrap(),
+        (8 * 1024 * 1024).to_string()
+    );
+    let l = Ledger::open(LedgerOptions {
+        busy_timeout_ms: 1234,
+        sync: logbook::SyncMode::Normal,
+        ..LedgerOptions::at(env.path())
+    })
+    .unwrap();
+    assert_eq!(l.pragma("synchronous").unwrap(), "1");
+    assert_eq!(l.pragma("busy_timeout").unwrap(), "1234");
+}
+
+/// Stock SQLite 3.40 (Debian 12's shell, Python 3.11's module) opens the
+/// schema, reads every table, and enforces the triggers.
+#[test]
+fn stock_sqlite_readers_open_the_schema() {
+    let (env, live, _) = setup();
+    let script = format!(
+        r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(sqlite3.sqlite_version)
+names = [r[0] for r in c.execute("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+for n in names:
+    c.execute('SELECT * FROM "%s"' % n).fetchall()
+print(c.execute("SELECT count(*) FROM events WHERE session_id = ?", ("{live}",)).fetchone()[0])
+try:
+    c.execute("DELETE FROM events")
+    print("deleted")
+except sqlite3.DatabaseError as e:
+    print("refused:", e)
+"#
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .arg(env.path())
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[1..],
+        [
+            "2",
+            "refused: logbook: events are append-only; DELETE is not allowed"
+        ]
+    );
+    let out = std::process::Command::new("sqlite3")
+        .arg(env.path())
+        .arg("SELECT count(*) FROM sessions; SELECT type FROM events ORDER BY event_id LIMIT 1;")
+        .output()
+        .expect("sqlite3 shell");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "2\ncreated\n");
+}
