@@ -4,9 +4,19 @@
 -- Write-path design: a checkpoint is the hot mutation. It rewrites one narrow
 -- `sessions` row, moves one entry of `sessions_by_updated`, and appends one
 -- `events` row plus one `events_by_session_seq` entry: five B-tree pages per
--- commit. Wide, rarely changing values (goal, context, metadata) live in
--- `session_data` so that a checkpoint never rewrites their overflow pages, and
--- linked references live in `session_refs` so the row does not grow with them.
+-- commit. To keep it there:
+-- - wide, rarely changing values (goal, context, metadata) live in
+--   `session_data`, so a checkpoint never rewrites their overflow pages;
+-- - the latest checkpoint's step and note are read from its event
+--   (`checkpoint_seq`), so the row barely grows and its page rarely splits;
+-- - linked references live in `session_refs`, so the row does not grow;
+-- - rowids are INTEGER PRIMARY KEYs without AUTOINCREMENT (rows are never
+--   deleted, so ids are never reused), which saves the sqlite_sequence page;
+-- - the optional-column indexes are deliberately NOT partial
+--   (`WHERE col IS NOT NULL`): a query with a bound parameter on `sessions`
+--   makes SQLite check that parameter against every partial index's WHERE,
+--   which marks the prepared statement for re-preparation whenever the
+--   binding changes, so every cached statement would be recompiled per call.
 -- Every list filter index ends in `created_at_ms` (plus the implicit rowid),
 -- so `ORDER BY created_at_ms DESC, insert_seq DESC` never needs a temp B-tree.
 --
@@ -15,7 +25,8 @@
 
 CREATE TABLE sessions (
     -- Immutable, monotonic insertion key: the list cursor's tie-breaker.
-    insert_seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- Sessions are never deleted (trigger), so rowids are never reused.
+    insert_seq          INTEGER PRIMARY KEY,
     session_id          TEXT NOT NULL UNIQUE
                         CHECK (length(session_id) = 20 AND session_id GLOB 'ses_[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'),
     status              TEXT NOT NULL
@@ -31,11 +42,7 @@ CREATE TABLE sessions (
     actor_id            TEXT,
     actor_authenticated INTEGER NOT NULL DEFAULT 0 CHECK (actor_authenticated IN (0, 1)),
     rev                 INTEGER NOT NULL CHECK (rev >= 1),
-    -- seq of the session's newest event; the next event gets last_seq + 1.
-    last_seq            INTEGER NOT NULL CHECK (last_seq >= 0),
-    checkpoint_step     TEXT,
-    checkpoint_note     TEXT,
-    checkpoint_at_ms    INTEGER,
+    -- seq of the latest `checkpoint` event (its step, note and time live there).
     checkpoint_seq      INTEGER,
     final_result        TEXT,
     end_reason          TEXT,
@@ -62,9 +69,11 @@ CREATE INDEX sessions_by_agent ON sessions (agent_id, created_at_ms);
 CREATE INDEX sessions_by_parent ON sessions (parent_session_id, created_at_ms);
 
 -- Wide values written at create (and by later restore features); kept out of
--- the hot `sessions` row.
+-- the hot `sessions` row. Keyed by the session's insert_seq, so a create
+-- appends here and writes no secondary index.
 CREATE TABLE session_data (
-    session_id  TEXT PRIMARY KEY NOT NULL REFERENCES sessions (session_id),
+    insert_seq  INTEGER PRIMARY KEY REFERENCES sessions (insert_seq),
+    session_id  TEXT NOT NULL REFERENCES sessions (session_id),
     goal        TEXT,
     context     TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(context) AND json_type(context) = 'object'),
     metadata    TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata) AND json_type(metadata) = 'object')
@@ -104,18 +113,33 @@ CREATE TABLE events (
     actor_type      TEXT NOT NULL CHECK (actor_type IN ('cli', 'mcp', 'lib')),
     detail          TEXT,
     data            TEXT CHECK (data IS NULL OR (json_valid(data) AND json_type(data) = 'object')),
-    run_id          TEXT,
-    -- The caller's idempotency key and a SHA-256 (hex) of the redacted request
-    -- it came with; both null when no key was given.
-    idempotency_key TEXT,
-    request_digest  TEXT
+    run_id          TEXT
 ) STRICT;
 
 -- `session show` / `session events`, and the contiguity trigger's max(seq).
 CREATE UNIQUE INDEX events_by_session_seq ON events (session_id, seq);
--- Idempotent retries: one event per (key, session).
-CREATE UNIQUE INDEX events_by_idempotency_key ON events (idempotency_key, session_id)
-    WHERE idempotency_key IS NOT NULL;
+-- Idempotent retries: the event each (key, session) produced, with a SHA-256
+-- (hex) of the redacted request that came with the key. A table of its own
+-- rather than nullable columns on `events`: an index on those would either
+-- cost every append a page (full) or, partial, force SQLite to re-prepare
+-- every statement that binds a parameter against `events` columns.
+CREATE TABLE idempotency_keys (
+    idempotency_key TEXT NOT NULL,
+    session_id      TEXT NOT NULL REFERENCES sessions (session_id),
+    event_id        INTEGER NOT NULL REFERENCES events (event_id),
+    request_digest  TEXT NOT NULL,
+    PRIMARY KEY (idempotency_key, session_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER idempotency_keys_no_update BEFORE UPDATE ON idempotency_keys
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: idempotency keys are append-only');
+END;
+
+CREATE TRIGGER idempotency_keys_no_delete BEFORE DELETE ON idempotency_keys
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: idempotency keys are append-only');
+END;
 
 -- Invariant: events are append-only.
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events

@@ -24,6 +24,8 @@ struct Rule {
     pattern: &'static str,
     /// Capture group to keep in front of `[REDACTED]` (0 = none).
     keep: usize,
+    /// Capture group to keep after `[REDACTED]` (0 = none).
+    keep_after: usize,
     #[cfg_attr(not(test), allow(dead_code))]
     must_match: &'static [&'static str],
     #[cfg_attr(not(test), allow(dead_code))]
@@ -35,6 +37,7 @@ const RULES: &[Rule] = &[
         name: "private key PEM block",
         pattern: r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)",
         keep: 0,
+        keep_after: 0,
         must_match: &[
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
             "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
@@ -45,6 +48,7 @@ const RULES: &[Rule] = &[
         name: "Authorization: Bearer token",
         pattern: r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*",
         keep: 1,
+        keep_after: 0,
         must_match: &[
             "Authorization: Bearer abcdef0123456789",
             "authorization: bearer sk_live_0123456789",
@@ -55,6 +59,7 @@ const RULES: &[Rule] = &[
         name: "JWT",
         pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         keep: 0,
+        keep_after: 0,
         must_match: &["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
         must_not_match: &["eyJ.short.x", "a.b.c"],
     },
@@ -62,6 +67,7 @@ const RULES: &[Rule] = &[
         name: "AWS access key id",
         pattern: r"\b(AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
         keep: 0,
+        keep_after: 0,
         must_match: &["AKIAIOSFODNN7EXAMPLE", "key=ASIAY34FZKBOKMUTVV7A."],
         must_not_match: &["AKIAshort", "AKIAIOSFODNN7EXAMPLEXX"],
     },
@@ -69,6 +75,7 @@ const RULES: &[Rule] = &[
         name: "GitHub token",
         pattern: r"\b((gh[pousr]_[A-Za-z0-9]{30,})|(github_pat_[A-Za-z0-9_]{22,}))\b",
         keep: 0,
+        keep_after: 0,
         must_match: &[
             "ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000",
             "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
@@ -79,6 +86,7 @@ const RULES: &[Rule] = &[
         name: "GitLab token",
         pattern: r"\bgl(pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}",
         keep: 0,
+        keep_after: 0,
         must_match: &["glpat-abcdefghij0123456789"],
         must_not_match: &["glpat-short"],
     },
@@ -86,6 +94,7 @@ const RULES: &[Rule] = &[
         name: "Slack token or webhook",
         pattern: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+",
         keep: 0,
+        keep_after: 0,
         must_match: &[
             "xoxb-1234567890-abcdefghij",
             "https://hooks.slack.com/services/T000/B000/XXXX",
@@ -96,6 +105,7 @@ const RULES: &[Rule] = &[
         name: "OpenAI / Anthropic API key",
         pattern: r"\bsk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
         keep: 0,
+        keep_after: 0,
         must_match: &[
             "sk-EXAMPLE0000EXAMPLE0000",
             "sk-ant-api03-abcdefghijklmnopqrstuvwxyz",
@@ -107,13 +117,15 @@ const RULES: &[Rule] = &[
         name: "Google API key",
         pattern: r"\bAIza[0-9A-Za-z_-]{35}",
         keep: 0,
+        keep_after: 0,
         must_match: &["AIzaSyA0123456789abcdefghijklmnopqrstuv"],
         must_not_match: &["AIzaShort"],
     },
     Rule {
         name: "URL userinfo password",
-        pattern: r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@",
+        pattern: r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+(@)",
         keep: 1,
+        keep_after: 2,
         must_match: &[
             "postgres://admin:hunter2@db.internal:5432/x",
             "https://u:p%40ss@example.com",
@@ -124,6 +136,7 @@ const RULES: &[Rule] = &[
         name: "secret assignment",
         pattern: r#"(?i)(\b(?:password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|api_key|apikey|api-key|access_key|secret_key|private_key)"?\s*[=:]\s*"?)[^\s"'&,;]+"#,
         keep: 1,
+        keep_after: 0,
         must_match: &[
             "password=hunter2",
             "PASSWORD: hunter2",
@@ -145,7 +158,7 @@ const RULES: &[Rule] = &[
 const SECRET_KEY: &str = r"(?i)^(password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|id_token|api_key|apikey|api-key|access_key|secret_key|private_key|authorization|cookie)$";
 
 struct Compiled {
-    rules: Vec<(Regex, usize)>,
+    rules: Vec<(Regex, usize, usize)>,
     secret_key: Regex,
 }
 
@@ -154,7 +167,11 @@ fn compiled() -> &'static Compiled {
     C.get_or_init(|| Compiled {
         rules: RULES
             .iter()
-            .filter_map(|r| Regex::new(r.pattern).ok().map(|re| (re, r.keep)))
+            .filter_map(|r| {
+                Regex::new(r.pattern)
+                    .ok()
+                    .map(|re| (re, r.keep, r.keep_after))
+            })
             .collect(),
         // The pattern is a constant; the unit test proves it compiles.
         secret_key: Regex::new(SECRET_KEY).unwrap_or_else(|_| never_matches()),
@@ -176,19 +193,20 @@ fn unreachable_regex() -> Regex {
 /// Borrowed when nothing matched (the common case), so it costs no copy.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
-    for (re, keep) in &compiled().rules {
+    for (re, keep, keep_after) in &compiled().rules {
         if !re.is_match(&out) {
             continue;
         }
-        let keep = *keep;
+        let group = |c: &Captures<'_>, i: usize| -> String {
+            if i > 0 {
+                c.get(i).map_or(String::new(), |m| m.as_str().to_owned())
+            } else {
+                String::new()
+            }
+        };
         let replaced = re
             .replace_all(&out, |c: &Captures<'_>| {
-                let prefix = if keep > 0 {
-                    c.get(keep).map_or("", |m| m.as_str())
-                } else {
-                    ""
-                };
-                format!("{prefix}{REDACTED}")
+                format!("{}{REDACTED}{}", group(c, *keep), group(c, *keep_after))
             })
             .into_owned();
         out = Cow::Owned(replaced);

@@ -134,9 +134,12 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
         ErrorKind::InvalidValue => {
             let empty = matches!(e.get(ContextKind::InvalidValue), Some(ContextValue::String(v)) if v.is_empty());
             if empty {
+                let flag = arg.split_whitespace().next().unwrap_or("--flag").to_owned();
                 (
                     arg.clone(),
-                    format!("a value is required for `{arg}` but none was supplied"),
+                    format!(
+                        "a value is required for `{arg}` but none was supplied; a value that begins with `-` must be attached with `=`, e.g. `{flag}=-x`"
+                    ),
                 )
             } else {
                 let valid = match e.get(ContextKind::ValidValue) {
@@ -155,16 +158,13 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
             (arg.clone(), format!("invalid value for `{arg}`: {why}"))
         }
         ErrorKind::UnknownArgument => {
-            hints.push(
-                "a value that begins with `-` must be attached with `=`, e.g. --note=-rf"
-                    .to_owned(),
-            );
+            let hint = "if it is a value that begins with `-`, attach it to its flag with `=`, e.g. `--note=-rf`";
             if flag_like(&arg) {
-                (arg.clone(), format!("unexpected argument `{arg}`"))
+                (arg.clone(), format!("unexpected argument `{arg}`; {hint}"))
             } else {
                 (
                     "argument".to_owned(),
-                    "unexpected argument (its text is not repeated here)".to_owned(),
+                    format!("unexpected argument (its text is not repeated here); {hint}"),
                 )
             }
         }

@@ -233,10 +233,13 @@ mod tests {
 
     #[test]
     fn previews_cut_on_char_boundaries() {
+        // 47 + 1 + 4 = 52 characters, cut to 47 + `…` = 48.
         let s = format!("{}🙏tail", "a".repeat(47));
-        assert_eq!(preview(&s, 48), format!("{}🙏…", "a".repeat(47)));
-        let s = format!("{}漢tail", "a".repeat(46));
-        assert_eq!(preview(&s, 48), format!("{}漢t…", "a".repeat(46)));
+        assert_eq!(preview(&s, 48), format!("{}…", "a".repeat(47)));
+        let s = format!("{}🙏tail", "a".repeat(46));
+        assert_eq!(preview(&s, 48), format!("{}🙏…", "a".repeat(46)));
+        let s = format!("{}漢", "a".repeat(47));
+        assert_eq!(preview(&s, 48), s);
         assert_eq!(preview("a\u{0}b", 10), "a\\u{0}b");
     }
 }

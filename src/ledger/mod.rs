@@ -16,8 +16,10 @@ pub use sessions::{
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::ActorType;
-use crate::store::{self, open::with_path, StoreConfig, SyncMode};
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use crate::store::tx::Tx;
+use crate::store::{self, open::with_path, writelock::WriterLock, StoreConfig, SyncMode};
+use rusqlite::Connection;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 /// Default busy timeout: 5000 ms.
@@ -41,6 +43,9 @@ pub struct LedgerOptions {
     pub actor: ActorType,
     /// Source of "now".
     pub clock: Clock,
+    /// WAL pages after which a commit checkpoints (`wal_autocheckpoint`);
+    /// default 1000, 0 disables (benchmarks that count WAL frames).
+    pub wal_autocheckpoint_pages: u32,
 }
 
 impl Default for LedgerOptions {
@@ -51,6 +56,7 @@ impl Default for LedgerOptions {
             sync: SyncMode::Full,
             actor: ActorType::Lib,
             clock: Clock::System,
+            wal_autocheckpoint_pages: 1000,
         }
     }
 }
@@ -150,6 +156,7 @@ pub struct Ledger {
     conn: Connection,
     path: PathBuf,
     opts: LedgerOptions,
+    writer_lock: RefCell<WriterLock>,
 }
 
 impl Ledger {
@@ -164,8 +171,15 @@ impl Ledger {
             path: path.clone(),
             busy_timeout_ms: opts.busy_timeout_ms,
             sync: opts.sync,
+            wal_autocheckpoint_pages: opts.wal_autocheckpoint_pages,
         })?;
-        Ok(Ledger { conn, path, opts })
+        let writer_lock = RefCell::new(WriterLock::new(&path));
+        Ok(Ledger {
+            conn,
+            path,
+            opts,
+            writer_lock,
+        })
     }
 
     /// The database file this handle uses.
@@ -228,10 +242,32 @@ impl Ledger {
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits on `Ok`, rolls
     /// back on `Err` (before returning).
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        store::busy::set_timeout_ms(self.opts.busy_timeout_ms);
-        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .map_err(|e| self.db_err(e))?;
+    ///
+    /// Writers of this and other logbook processes queue on the sidecar
+    /// writer lock first (see `store::writelock`); the whole wait, queue and
+    /// SQLite lock together, is bounded by the busy timeout.
+    fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let deadline = store::busy::start(self.opts.busy_timeout_ms);
+        let held = match self.writer_lock.borrow_mut().acquire(deadline) {
+            Ok(Some(h)) => Some(h),
+            Ok(None) => {
+                return Err(Error::Busy {
+                    timeout_ms: self.opts.busy_timeout_ms,
+                })
+            }
+            // The lock file cannot be used (e.g. a read-only folder): go on
+            // with SQLite's own locking alone.
+            Err(_) => None,
+        };
+        let result = self.write_locked(f);
+        if let Some(h) = held {
+            self.writer_lock.borrow_mut().release(h);
+        }
+        result
+    }
+
+    fn write_locked<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let tx = Tx::immediate(&self.conn).map_err(|e| self.db_err(e))?;
         match f(&tx) {
             Ok(v) => {
                 tx.commit().map_err(|e| self.db_err(e))?;
@@ -245,10 +281,9 @@ impl Ledger {
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
-    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        store::busy::set_timeout_ms(self.opts.busy_timeout_ms);
-        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-            .map_err(|e| self.db_err(e))?;
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        store::busy::start(self.opts.busy_timeout_ms);
+        let tx = Tx::read(&self.conn).map_err(|e| self.db_err(e))?;
         let out = f(&tx);
         // Ending a read transaction cannot lose anything; ignore its result.
         let _ = tx.rollback();

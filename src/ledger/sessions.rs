@@ -12,9 +12,9 @@ use crate::model::{Event, EventType, Session, SessionId, SessionStatus, Verb};
 use crate::redact::{redact, redact_json, redact_opt};
 use crate::store::events::{self as ev, NewEvent};
 use crate::store::list::{self, ListQuery, Order};
-use crate::store::sessions::{self as ss, Updated};
+use crate::store::sessions as ss;
 use crate::validate::{self as v, Lines};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -248,8 +248,15 @@ fn key_reused() -> Error {
 
 /// Checks the idempotency key inside the transaction: `Some(session)` when
 /// this is a retry of an applied request (apply nothing again).
-fn replay(conn: &Connection, id: &str, key: Option<&str>, dg: &str) -> Result<Option<Session>> {
-    let Some(key) = key else { return Ok(None) };
+fn replay(
+    conn: &Connection,
+    id: &str,
+    key: Option<&str>,
+    dg: Option<&str>,
+) -> Result<Option<Session>> {
+    let (Some(key), Some(dg)) = (key, dg) else {
+        return Ok(None);
+    };
     match ev::find_by_key(conn, key, id).map_err(db)? {
         None => Ok(None),
         Some(stored) if stored == dg => Ok(ss::find_session(conn, id).map_err(db)?),
@@ -319,8 +326,15 @@ struct VerbDigest<'a> {
     text: Option<&'a str>,
     step: Option<&'a str>,
     data: Option<&'a str>,
-    refs: [&'a [String]; 3],
     if_rev: Option<i64>,
+}
+
+/// The request digest, computed only when an idempotency key was given.
+fn key_digest(m: &Mutation, parts: &VerbDigest<'_>) -> Result<Option<String>> {
+    match m.idempotency_key {
+        Some(_) => digest(parts).map(Some),
+        None => Ok(None),
+    }
 }
 
 impl Ledger {
@@ -425,32 +439,34 @@ impl Ledger {
                     return Err(Error::SessionNotFound { id: p.clone() });
                 }
             }
+            let newest: Option<i64> = tx
+                .prepare_cached(ss::SELECT_MAX_CREATED)
+                .and_then(|mut st| st.query_row([], |r| r.get(0)))
+                .map_err(db)?;
+            let created_at_ms = newest.map_or(now, |n| n.max(now));
             // A random 64-bit id colliding is vanishingly rare; retry anyway.
             let mut attempt = 0;
-            let (id, insert_seq, created_at_ms) = loop {
+            let (id, insert_seq) = loop {
                 let id = new_session_id()?;
                 let res = tx.prepare_cached(ss::INSERT_SESSION).and_then(|mut st| {
-                    st.query_row(
-                        params![
-                            id.as_str(),
-                            status.as_str(),
-                            title,
-                            app,
-                            agent_id,
-                            route,
-                            stage,
-                            req.parent_session_id,
-                            tags_json,
-                            actor.as_str(),
-                            Option::<&str>::None,
-                            0_i64,
-                            now,
-                        ],
-                        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-                    )
+                    st.execute(params![
+                        id.as_str(),
+                        status.as_str(),
+                        title,
+                        app,
+                        agent_id,
+                        route,
+                        stage,
+                        req.parent_session_id,
+                        tags_json,
+                        actor.as_str(),
+                        Option::<&str>::None,
+                        0_i64,
+                        created_at_ms,
+                    ])
                 });
                 match res {
-                    Ok((seq, at)) => break (id, seq, at),
+                    Ok(_) => break (id, tx.last_insert_rowid()),
                     Err(e)
                         if attempt < 3
                             && e.sqlite_error_code()
@@ -464,6 +480,7 @@ impl Ledger {
             tx.prepare_cached(ss::INSERT_SESSION_DATA)
                 .and_then(|mut st| {
                     st.execute(params![
+                        insert_seq,
                         id.as_str(),
                         goal,
                         context.as_deref().unwrap_or("{}"),
@@ -483,9 +500,7 @@ impl Ledger {
                 tx,
                 &NewEvent {
                     session_id: id.as_str(),
-                    seq: 0,
                     event_type: EventType::Created.as_str(),
-                    at_ms: created_at_ms,
                     actor_type: actor,
                     detail: Some("session created"),
                     data: None,
@@ -534,105 +549,80 @@ impl Ledger {
             )?;
         }
         let text = redact_opt(text.as_deref());
-        let dg = digest(&VerbDigest {
-            verb: verb.as_str(),
-            text: text.as_deref(),
-            step: None,
-            data: None,
-            refs: [&[], &[], &[]],
-            if_rev: m.if_rev,
-        })?;
-        let (to, event_type) = match verb {
-            Verb::Start => (SessionStatus::Active, EventType::Started),
-            Verb::Pause => (SessionStatus::Paused, EventType::Paused),
-            Verb::Resume => (SessionStatus::Active, EventType::Resumed),
-            Verb::Complete => (SessionStatus::Completed, EventType::Completed),
-            Verb::Fail => (SessionStatus::Failed, EventType::Failed),
-            Verb::Cancel => (SessionStatus::Cancelled, EventType::Cancelled),
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: verb.as_str(),
+                text: text.as_deref(),
+                step: None,
+                data: None,
+                if_rev: m.if_rev,
+            },
+        )?;
+        let (event_type, sql) = match verb {
+            Verb::Start => (EventType::Started, ss::UPDATE_START),
+            Verb::Pause => (EventType::Paused, ss::UPDATE_PAUSE),
+            Verb::Resume => (EventType::Resumed, ss::UPDATE_RESUME),
+            Verb::Complete => (EventType::Completed, ss::UPDATE_COMPLETE),
+            Verb::Fail => (EventType::Failed, ss::UPDATE_FAIL),
+            Verb::Cancel => (EventType::Cancelled, ss::UPDATE_CANCEL),
             Verb::Checkpoint | Verb::AppendEvent => {
                 return Err(Error::internal("transition() called for a non-status verb"))
             }
         };
-        let allowed = verb.allowed_from();
-        let pick = |i: usize| allowed.get(i).unwrap_or(&allowed[0]).as_str();
-        let (result, reason) = match verb {
-            Verb::Complete => (text.clone(), None),
-            Verb::Fail | Verb::Cancel => (None, text.clone()),
-            _ => (None, None),
+        // The stored text: the result or reason (start/pause/resume store
+        // their reason in the event only).
+        let stored = match verb {
+            Verb::Complete | Verb::Fail | Verb::Cancel => text.clone(),
+            _ => None,
         };
         let now = self.now_ms();
         self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), &dg)? {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
                 return Ok(s);
             }
-            let upd: Option<Updated> = tx
-                .prepare_cached(ss::UPDATE_TRANSITION)
-                .and_then(|mut st| {
-                    st.query_row(
-                        params![
-                            id,
-                            to.as_str(),
-                            now,
-                            to.is_terminal(),
-                            result,
-                            reason,
-                            pick(0),
-                            pick(1),
-                            pick(2),
-                            m.if_rev
-                        ],
-                        ss::map_updated,
-                    )
-                    .optional()
-                })
-                .map_err(db)?;
-            let Some(u) = upd else {
+            if !conditional_update(tx, sql, id, now, stored.as_deref(), m.if_rev)? {
                 return Err(diagnose(tx, id, verb, m.if_rev)?);
-            };
-            self.finish(
+            }
+            self.append(
                 tx,
                 id,
-                u,
                 event_type.as_str(),
                 text.as_deref(),
                 None,
                 m,
-                &dg,
-            )
+                dg.as_deref(),
+            )?;
+            read_back(tx, id)
         })
         .map_err(|e| self.fill_path(e))
     }
 
-    /// Appends the mutation's event and reads the session back.
+    /// Appends the mutation's event; returns its seq.
     #[allow(clippy::too_many_arguments)]
-    fn finish(
+    fn append(
         &self,
         tx: &Connection,
         id: &str,
-        u: Updated,
         event_type: &str,
         detail: Option<&str>,
         data: Option<&str>,
         m: &Mutation,
-        dg: &str,
-    ) -> Result<Session> {
-        ev::insert_event(
+        dg: Option<&str>,
+    ) -> Result<i64> {
+        let (_, seq) = ev::insert_event(
             tx,
             &NewEvent {
                 session_id: id,
-                seq: u.seq,
                 event_type,
-                at_ms: u.at_ms,
                 actor_type: self.opts.actor,
                 detail,
                 data,
-                idempotency: m.idempotency_key.as_deref().map(|k| (k, dg)),
+                idempotency: m.idempotency_key.as_deref().zip(dg),
             },
         )
         .map_err(db)?;
-        ss::find_session(tx, id)
-            .map_err(db)?
-            .ok_or_else(|| Error::internal("an updated session could not be read back"))
+        Ok(seq)
     }
 
     /// pending → active; event `started`. `reason` is optional free text.
@@ -735,42 +725,37 @@ impl Ledger {
         let step = redact_opt(req.step.as_deref());
         let note = redact_opt(req.note.as_deref());
         let data = checkpoint_data(step.as_deref(), &refs)?;
-        let dg = digest(&VerbDigest {
-            verb: "checkpoint",
-            text: note.as_deref(),
-            step: step.as_deref(),
-            data: Some(&data),
-            refs: [&[], &[], &[]],
-            if_rev: m.if_rev,
-        })?;
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: "checkpoint",
+                text: note.as_deref(),
+                step: step.as_deref(),
+                data: Some(&data),
+                if_rev: m.if_rev,
+            },
+        )?;
         let now = self.now_ms();
         self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), &dg)? {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
                 return Ok(s);
             }
-            let upd: Option<Updated> = tx
-                .prepare_cached(ss::UPDATE_CHECKPOINT)
-                .and_then(|mut st| {
-                    st.query_row(params![id, now, step, note, m.if_rev], ss::map_updated)
-                        .optional()
-                })
-                .map_err(db)?;
-            let Some(u) = upd else {
+            if !conditional_update(tx, ss::UPDATE_CHECKPOINT, id, now, None, m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::Checkpoint, m.if_rev)?);
-            };
-            if has_refs {
-                link_refs(tx, id, u.seq, &refs)?;
             }
-            self.finish(
+            let seq = self.append(
                 tx,
                 id,
-                u,
                 EventType::Checkpoint.as_str(),
                 note.as_deref(),
                 Some(&data),
                 m,
-                &dg,
-            )
+                dg.as_deref(),
+            )?;
+            if has_refs {
+                link_refs(tx, id, seq, &refs)?;
+            }
+            read_back(tx, id)
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -790,39 +775,34 @@ impl Ledger {
         check_json("data", &req.data)?;
         let detail = redact_opt(req.detail.as_deref());
         let data = redacted_json_text(&req.data)?;
-        let dg = digest(&VerbDigest {
-            verb: "event",
-            text: detail.as_deref(),
-            step: Some(&req.event_type),
-            data: data.as_deref(),
-            refs: [&[], &[], &[]],
-            if_rev: m.if_rev,
-        })?;
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: "event",
+                text: detail.as_deref(),
+                step: Some(&req.event_type),
+                data: data.as_deref(),
+                if_rev: m.if_rev,
+            },
+        )?;
         let now = self.now_ms();
         self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), &dg)? {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
                 return Ok(s);
             }
-            let upd: Option<Updated> = tx
-                .prepare_cached(ss::UPDATE_TOUCH)
-                .and_then(|mut st| {
-                    st.query_row(params![id, now, m.if_rev], ss::map_updated)
-                        .optional()
-                })
-                .map_err(db)?;
-            let Some(u) = upd else {
+            if !conditional_update(tx, ss::UPDATE_TOUCH, id, now, None, m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::AppendEvent, m.if_rev)?);
-            };
-            self.finish(
+            }
+            self.append(
                 tx,
                 id,
-                u,
                 &req.event_type,
                 detail.as_deref(),
                 data.as_deref(),
                 m,
-                &dg,
-            )
+                dg.as_deref(),
+            )?;
+            read_back(tx, id)
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -1009,6 +989,40 @@ impl Ledger {
         };
         list::explain(&self.conn, &q).map_err(|e| self.db_err(e))
     }
+}
+
+/// Reads the whole session after a mutation, in its transaction.
+fn read_back(tx: &Connection, id: &str) -> Result<Session> {
+    ss::find_session(tx, id)
+        .map_err(db)?
+        .ok_or_else(|| Error::internal("an updated session could not be read back"))
+}
+
+/// Runs one verb's conditional UPDATE (`sql[0]` unguarded, `sql[1]` with
+/// `--if-rev`); whether a row matched.
+fn conditional_update(
+    tx: &Connection,
+    sql: [&str; 2],
+    id: &str,
+    now: i64,
+    text: Option<&str>,
+    if_rev: Option<i64>,
+) -> Result<bool> {
+    let n = match (text, if_rev) {
+        (None, None) => tx
+            .prepare_cached(sql[0])
+            .and_then(|mut st| st.execute(params![id, now])),
+        (None, Some(r)) => tx
+            .prepare_cached(sql[1])
+            .and_then(|mut st| st.execute(params![id, now, r])),
+        (Some(t), None) => tx
+            .prepare_cached(sql[0])
+            .and_then(|mut st| st.execute(params![id, now, t])),
+        (Some(t), Some(r)) => tx
+            .prepare_cached(sql[1])
+            .and_then(|mut st| st.execute(params![id, now, t, r])),
+    };
+    n.map(|n| n == 1).map_err(db)
 }
 
 fn checkpoint_data(step: Option<&str>, refs: &[(&'static str, Vec<String>)]) -> Result<String> {

@@ -5,40 +5,53 @@ use crate::error::LatestEvent;
 use crate::model::{ActorType, Event};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-/// Appends one event. The `events_seq_contiguous` trigger refuses a seq that
-/// is not the session's previous max + 1.
-pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
-     detail, data, run_id, idempotency_key, request_digest) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+/// The next event's seq (the session's max + 1) and at_ms (the session's
+/// `updated_at_ms`, which the mutation's UPDATE just moved, never
+/// backwards). The subquery is correlated on `s.session_id` rather than
+/// bound to `?1`: a bound `max(seq) … WHERE session_id = ?1` makes SQLite
+/// re-prepare the statement on every call.
+pub const SELECT_NEXT_EVENT: &str = "SELECT (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
+     WHERE e.session_id = s.session_id), s.updated_at_ms FROM sessions s WHERE s.session_id = ?1";
 
-/// Events of one session after a seq, in seq order.
+/// Appends one event. The `events_seq_contiguous` trigger refuses a seq that
+/// is not the session's previous max + 1. (Not `INSERT … SELECT` from
+/// `events`: SQLite would buffer that through a temp table on every call.)
+pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
+     detail, data, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+/// Records the idempotency key an event was produced with.
+pub const INSERT_KEY: &str =
+    "INSERT INTO idempotency_keys (idempotency_key, session_id, event_id, \
+     request_digest) VALUES (?1, ?2, ?3, ?4)";
+
+/// Events of one session with `?2 < seq <= ?2 + ?3`. Seqs are contiguous
+/// (trigger), so the range is the page; rows are sorted by seq in Rust. (An
+/// `ORDER BY … LIMIT` here makes SQLite re-prepare the statement on every
+/// binding.)
 pub const SELECT_EVENTS: &str =
     "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
-     data, run_id FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+     data, run_id FROM events WHERE session_id = ?1 AND seq > ?2 AND seq <= ?2 + ?3";
 
 /// The newest event of a session, for conflict details.
 pub const SELECT_LATEST_EVENT: &str = "SELECT seq, type, json_extract(data, '$.step') FROM events \
      WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
 
 /// The event an idempotency key produced on a session.
-pub const SELECT_BY_KEY: &str = "SELECT request_digest FROM events \
+pub const SELECT_BY_KEY: &str = "SELECT request_digest FROM idempotency_keys \
      WHERE idempotency_key = ?1 AND session_id = ?2";
 
 /// The session a `create` with this idempotency key produced.
-pub const SELECT_CREATED_BY_KEY: &str = "SELECT session_id, request_digest FROM events \
-     WHERE idempotency_key = ?1 AND seq = 0 AND type = 'created' LIMIT 1";
+pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
+     FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
+     WHERE k.idempotency_key = ?1 AND e.seq = 0 LIMIT 1";
 
 /// A new event row.
 #[derive(Debug, Clone)]
 pub struct NewEvent<'a> {
     /// The session.
     pub session_id: &'a str,
-    /// Its seq (previous max + 1).
-    pub seq: i64,
     /// Type name.
     pub event_type: &'a str,
-    /// When, ms.
-    pub at_ms: i64,
     /// Writer.
     pub actor_type: ActorType,
     /// Redacted short text.
@@ -49,25 +62,27 @@ pub struct NewEvent<'a> {
     pub idempotency: Option<(&'a str, &'a str)>,
 }
 
-/// Appends an event, returning its event_id.
-pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<i64> {
-    let (key, digest) = match e.idempotency {
-        Some((k, d)) => (Some(k), Some(d)),
-        None => (None, None),
-    };
+/// Appends an event; returns its `(event_id, seq)`.
+pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i64, i64)> {
+    let (seq, at_ms): (i64, i64) = conn
+        .prepare_cached(SELECT_NEXT_EVENT)?
+        .query_row(params![e.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     conn.prepare_cached(INSERT_EVENT)?.execute(params![
         e.session_id,
-        e.seq,
+        seq,
         e.event_type,
-        e.at_ms,
+        at_ms,
         e.actor_type.as_str(),
         e.detail,
         e.data,
         Option::<&str>::None,
-        key,
-        digest,
     ])?;
-    Ok(conn.last_insert_rowid())
+    let event_id = conn.last_insert_rowid();
+    if let Some((key, digest)) = e.idempotency {
+        conn.prepare_cached(INSERT_KEY)?
+            .execute(params![key, e.session_id, event_id, digest])?;
+    }
+    Ok((event_id, seq))
 }
 
 /// Maps a row of [`SELECT_EVENTS`].
@@ -94,7 +109,9 @@ pub fn select_events(
 ) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare_cached(SELECT_EVENTS)?;
     let rows = stmt.query_map(params![session_id, after_seq, limit], map_event)?;
-    rows.collect()
+    let mut events = rows.collect::<rusqlite::Result<Vec<Event>>>()?;
+    events.sort_by_key(|e| e.seq);
+    Ok(events)
 }
 
 /// The newest event of a session.

@@ -1,6 +1,6 @@
 //! The storage layer: the only code that knows SQL or names rusqlite.
 //!
-//! Functions take `&Connection`; a `Transaction` derefs to one, so the same
+//! Functions take `&Connection`; a `tx::Tx` derefs to one, so the same
 //! helper works inside any transaction. Public `Ledger` methods open the
 //! transaction and call these helpers.
 
@@ -11,5 +11,7 @@ pub mod list;
 pub mod migrate;
 pub mod open;
 pub mod sessions;
+pub mod tx;
+pub mod writelock;
 
 pub use open::{open, StoreConfig, SyncMode};

@@ -46,6 +46,8 @@ pub struct StoreConfig {
     pub busy_timeout_ms: u64,
     /// Durability level.
     pub sync: SyncMode,
+    /// `wal_autocheckpoint` in pages (SQLite's default 1000; 0 disables).
+    pub wal_autocheckpoint_pages: u32,
 }
 
 fn io_err(context: String, source: std::io::Error) -> Error {
@@ -124,7 +126,7 @@ fn prepare_file(path: &Path) -> Result<()> {
 /// (locked past the busy timeout while switching to WAL or migrating).
 pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     prepare_file(&cfg.path)?;
-    busy::set_timeout_ms(cfg.busy_timeout_ms);
+    busy::start(cfg.busy_timeout_ms);
     let display = cfg.path.display().to_string();
     let db_err =
         |e: rusqlite::Error| with_path(Error::from_sqlite(e, cfg.busy_timeout_ms), &display);
@@ -152,6 +154,8 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", sync)
         .map_err(db_err)?;
     conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)
+        .map_err(db_err)?;
+    conn.pragma_update(None, "wal_autocheckpoint", cfg.wal_autocheckpoint_pages)
         .map_err(db_err)?;
     conn.set_prepared_statement_cache_capacity(64);
 

@@ -7,39 +7,60 @@ use super::codec::{empty_object, opt_json, opt_text, string_list, text};
 use crate::model::{Actor, ActorType, Checkpoint, Session, SessionId, SessionStatus, Usage};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-/// Columns of a session read, in the order [`map_session`] expects.
+/// Columns of a `sessions` row, in the order [`map_session`] expects.
+///
+/// Reads are single-table statements on purpose: SQLite re-prepares a cached
+/// join that binds a parameter each time its binding changes (measured: a
+/// full re-prepare, ~0.5M instructions, per call), while single-table
+/// statements stay prepared.
 macro_rules! session_columns {
     () => {
-        "s.session_id, s.status, s.title, d.goal, s.app, s.agent_id, \
-         s.route, s.stage, s.parent_session_id, s.tags, d.context, d.metadata, s.actor_type, \
-         s.actor_id, s.actor_authenticated, s.rev, s.checkpoint_step, s.checkpoint_note, \
-         s.checkpoint_at_ms, s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, \
-         s.output_tokens, s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, \
-         s.ended_at_ms, s.insert_seq"
+        "s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
+         s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, s.rev, \
+         s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, s.output_tokens, \
+         s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, s.ended_at_ms, \
+         s.insert_seq"
     };
 }
 pub(crate) use session_columns;
 
-/// Reads one session by id.
+/// Reads one session row by id.
 pub const SELECT_SESSION: &str = concat!(
     "SELECT ",
     session_columns!(),
-    " FROM sessions s LEFT JOIN session_data d ON d.session_id = s.session_id WHERE s.session_id = ?1"
+    " FROM sessions s WHERE s.session_id = ?1"
 );
 
-/// Inserts a session row; created_at_ms is clamped so it never goes below the
-/// newest session's (the list order then equals insertion order).
+/// Reads one session row by its insertion key.
+pub const SELECT_SESSION_BY_SEQ: &str = concat!(
+    "SELECT ",
+    session_columns!(),
+    " FROM sessions s WHERE s.insert_seq = ?1"
+);
+
+/// The wide values of a session.
+pub const SELECT_SESSION_DATA: &str =
+    "SELECT goal, context, metadata FROM session_data WHERE insert_seq = ?1";
+
+/// The latest checkpoint's step, note and time, from its event.
+pub const SELECT_CHECKPOINT: &str =
+    "SELECT json_extract(data, '$.step'), detail, at_ms FROM events WHERE session_id = ?1 AND seq = ?2";
+
+/// The newest session's creation time (the clamp for a new one).
+pub const SELECT_MAX_CREATED: &str = "SELECT max(created_at_ms) FROM sessions";
+
+/// Inserts a session row at rev 1. ?13 is both created_at_ms and
+/// updated_at_ms: the caller clamps it so it never goes below the newest
+/// session's (the list order then equals insertion order).
 pub const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, status, title, app, agent_id, \
      route, stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, \
-     last_seq, created_at_ms, updated_at_ms) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1, 0, \
-             max(?13, coalesce((SELECT max(created_at_ms) FROM sessions), ?13)), \
-             max(?13, coalesce((SELECT max(created_at_ms) FROM sessions), ?13))) \
-     RETURNING insert_seq, created_at_ms";
+     created_at_ms, updated_at_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1, ?13, ?13)";
 
 /// Inserts the wide values of a new session.
 pub const INSERT_SESSION_DATA: &str =
-    "INSERT INTO session_data (session_id, goal, context, metadata) VALUES (?1, ?2, ?3, ?4)";
+    "INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
+     VALUES (?1, ?2, ?3, ?4, ?5)";
 
 /// Inserts one tag of a new session.
 pub const INSERT_TAG: &str =
@@ -51,39 +72,101 @@ pub const SESSION_EXISTS: &str = "SELECT 1 FROM sessions WHERE session_id = ?1";
 /// Status, rev of one session (to diagnose a refused conditional UPDATE).
 pub const SELECT_STATUS_REV: &str = "SELECT status, rev FROM sessions WHERE session_id = ?1";
 
-/// The conditional UPDATE of a status transition (start, pause, resume,
-/// complete, fail, cancel). ?1 id, ?2 new status, ?3 now ms, ?4 terminal (0/1),
-/// ?5 final_result, ?6 end_reason, ?7..?9 allowed statuses, ?10 if_rev or NULL.
-pub const UPDATE_TRANSITION: &str = "UPDATE sessions SET \
-       rev = rev + 1, last_seq = last_seq + 1, status = ?2, \
-       updated_at_ms = max(updated_at_ms, ?3), \
-       ended_at_ms = CASE WHEN ?4 THEN max(updated_at_ms, ?3) ELSE ended_at_ms END, \
-       final_result = coalesce(?5, final_result), \
-       end_reason = coalesce(?6, end_reason) \
-     WHERE session_id = ?1 AND status IN (?7, ?8, ?9) AND (?10 IS NULL OR rev = ?10) \
-     RETURNING rev, last_seq, updated_at_ms";
+/// Builds a conditional UPDATE: bump rev, move updated_at_ms (never
+/// backwards), apply `$set`, only where the status allows the verb (and, in
+/// the guarded form, only at the given rev). No RETURNING: SQLite buffers
+/// RETURNING rows in an ephemeral table, a temp B-tree opened and closed on
+/// every call; the event insert reads what it needs from the row instead.
+///
+/// Each verb has its own statement with its statuses as literals: a bound
+/// `?N IS NULL OR rev = ?N` or `status IN (?, ?)` would let SQLite fold the
+/// bound value into the plan and re-prepare the statement on every call;
+/// for the same reason the event seq subquery is correlated
+/// (`sessions.session_id`), not bound (`?1`).
+macro_rules! update_sessions {
+    ($set:literal, $statuses:literal, $guard:literal) => {
+        concat!(
+            "UPDATE sessions SET rev = rev + 1, updated_at_ms = max(updated_at_ms, ?2)",
+            $set,
+            " WHERE session_id = ?1 AND status IN (",
+            $statuses,
+            ")",
+            $guard
+        )
+    };
+}
 
-/// The conditional UPDATE of a checkpoint. It leaves `status` out of the SET
-/// list so the status index is not touched. ?1 id, ?2 now ms, ?3 step,
-/// ?4 note, ?5 if_rev or NULL.
-pub const UPDATE_CHECKPOINT: &str = "UPDATE sessions SET \
-       rev = rev + 1, last_seq = last_seq + 1, \
-       updated_at_ms = max(updated_at_ms, ?2), \
-       checkpoint_step = ?3, checkpoint_note = ?4, \
-       checkpoint_at_ms = max(updated_at_ms, ?2), checkpoint_seq = last_seq + 1 \
-     WHERE session_id = ?1 AND status = 'active' AND (?5 IS NULL OR rev = ?5) \
-     RETURNING rev, last_seq, updated_at_ms";
+/// pending → active. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_START: [&str; 2] = [
+    update_sessions!(", status = 'active'", "'pending'", ""),
+    update_sessions!(", status = 'active'", "'pending'", " AND rev = ?3"),
+];
+/// active → paused. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_PAUSE: [&str; 2] = [
+    update_sessions!(", status = 'paused'", "'active'", ""),
+    update_sessions!(", status = 'paused'", "'active'", " AND rev = ?3"),
+];
+/// paused → active. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_RESUME: [&str; 2] = [
+    update_sessions!(", status = 'active'", "'paused'", ""),
+    update_sessions!(", status = 'active'", "'paused'", " AND rev = ?3"),
+];
+/// active → completed. ?1 id, ?2 now ms, ?3 result; guarded: ?4 rev.
+pub const UPDATE_COMPLETE: [&str; 2] = [
+    update_sessions!(
+        ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
+        "'active'",
+        ""
+    ),
+    update_sessions!(
+        ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
+        "'active'",
+        " AND rev = ?4"
+    ),
+];
+/// pending | active | paused → failed. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
+pub const UPDATE_FAIL: [&str; 2] = [
+    update_sessions!(
+        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "'pending', 'active', 'paused'",
+        ""
+    ),
+    update_sessions!(
+        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "'pending', 'active', 'paused'",
+        " AND rev = ?4"
+    ),
+];
+/// pending | active | paused → cancelled. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
+pub const UPDATE_CANCEL: [&str; 2] = [
+    update_sessions!(
+        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "'pending', 'active', 'paused'",
+        ""
+    ),
+    update_sessions!(
+        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "'pending', 'active', 'paused'",
+        " AND rev = ?4"
+    ),
+];
+/// A checkpoint on an active session; `status` stays out of the SET list so
+/// the status index is not touched, and the step and note go in the event.
+/// ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_CHECKPOINT: [&str; 2] = [
+    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "'active'", ""),
+    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "'active'", " AND rev = ?3"),
+];
+/// An agent's own event on a live session. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_TOUCH: [&str; 2] = [
+    update_sessions!("", "'pending', 'active', 'paused'", ""),
+    update_sessions!("", "'pending', 'active', 'paused'", " AND rev = ?3"),
+];
 
-/// The conditional UPDATE of an appended custom event (any live status).
-/// ?1 id, ?2 now ms, ?3 if_rev or NULL.
-pub const UPDATE_TOUCH: &str = "UPDATE sessions SET \
-       rev = rev + 1, last_seq = last_seq + 1, updated_at_ms = max(updated_at_ms, ?2) \
-     WHERE session_id = ?1 AND status IN ('pending', 'active', 'paused') AND (?3 IS NULL OR rev = ?3) \
-     RETURNING rev, last_seq, updated_at_ms";
-
-/// Linked references of one session, in kind then first-linked order.
+/// Linked references of one session (sorted by kind and ordinal in Rust: an
+/// `ORDER BY` here makes SQLite re-prepare the statement on every binding).
 pub const SELECT_REFS: &str =
-    "SELECT kind, ref_id FROM session_refs WHERE session_id = ?1 ORDER BY kind, ordinal";
+    "SELECT kind, ref_id, ordinal FROM session_refs WHERE session_id = ?1";
 
 /// Number of references of one kind.
 pub const COUNT_REFS: &str =
@@ -98,94 +181,103 @@ pub const INSERT_REF: &str =
     "INSERT INTO session_refs (session_id, kind, ref_id, ordinal, linked_seq) \
      VALUES (?1, ?2, ?3, ?4, ?5)";
 
-/// What a conditional UPDATE returned: the new rev, the new event's seq, and
-/// its at_ms.
-#[derive(Debug, Clone, Copy)]
-pub struct Updated {
-    /// rev after the update.
-    pub rev: i64,
-    /// seq for the event this mutation appends.
-    pub seq: i64,
-    /// at_ms for that event (never below the previous event's).
-    pub at_ms: i64,
-}
-
-/// Maps the RETURNING row of the conditional UPDATEs.
-pub fn map_updated(row: &Row<'_>) -> rusqlite::Result<Updated> {
-    Ok(Updated {
-        rev: row.get(0)?,
-        seq: row.get(1)?,
-        at_ms: row.get(2)?,
-    })
-}
-
 fn status_of(s: &str) -> SessionStatus {
     // The schema's CHECK admits only known statuses; a hand-edited row that
     // breaks it would already fail STRICT/CHECK on write.
     s.parse().unwrap_or(SessionStatus::Failed)
 }
 
-/// Maps a row of [`SESSION_COLUMNS`] (refs are filled in by [`fill_refs`]).
-pub fn map_session(row: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
+/// Maps a row of [`session_columns`]; the wide values, checkpoint and refs
+/// are filled in by [`complete_session`]. Returns the session, its
+/// insert_seq and its checkpoint seq.
+pub fn map_session(row: &Row<'_>) -> rusqlite::Result<(Session, i64, Option<i64>)> {
     let id_text = text(row, 0)?;
     let session_id = id_text
         .parse::<SessionId>()
         .unwrap_or_else(|_| SessionId::from_bytes([0; 8]));
-    let checkpoint = match row.get::<_, Option<i64>>(19)? {
-        Some(seq) => Some(Checkpoint {
-            step: opt_text(row, 16)?,
-            note: opt_text(row, 17)?,
-            at_ms: row.get::<_, Option<i64>>(18)?.unwrap_or_default(),
-            seq,
-        }),
-        None => None,
-    };
     let session = Session {
         schema_version: "1",
         session_id,
         status: status_of(&text(row, 1)?),
         title: text(row, 2)?,
-        goal: opt_text(row, 3)?,
-        app: opt_text(row, 4)?,
-        agent_id: opt_text(row, 5)?,
-        route: opt_text(row, 6)?,
-        stage: opt_text(row, 7)?,
-        parent_session_id: opt_text(row, 8)?,
-        tags: string_list(row, 9)?,
-        context: opt_json(row, 10)?.unwrap_or_else(empty_object),
-        metadata: opt_json(row, 11)?.unwrap_or_else(empty_object),
+        goal: None,
+        app: opt_text(row, 3)?,
+        agent_id: opt_text(row, 4)?,
+        route: opt_text(row, 5)?,
+        stage: opt_text(row, 6)?,
+        parent_session_id: opt_text(row, 7)?,
+        tags: string_list(row, 8)?,
+        context: empty_object(),
+        metadata: empty_object(),
         actor: Actor {
-            actor_type: text(row, 12)?.parse().unwrap_or(ActorType::Lib),
-            id: opt_text(row, 13)?,
-            authenticated: row.get::<_, i64>(14)? != 0,
+            actor_type: text(row, 9)?.parse().unwrap_or(ActorType::Lib),
+            id: opt_text(row, 10)?,
+            authenticated: row.get::<_, i64>(11)? != 0,
         },
-        rev: row.get(15)?,
+        rev: row.get(12)?,
         plan_ids: Vec::new(),
         operation_ids: Vec::new(),
         deployment_ids: Vec::new(),
-        checkpoint,
-        final_result: opt_text(row, 20)?,
-        end_reason: opt_text(row, 21)?,
+        checkpoint: None,
+        final_result: opt_text(row, 14)?,
+        end_reason: opt_text(row, 15)?,
         usage: Usage {
-            input_tokens: row.get(22)?,
-            output_tokens: row.get(23)?,
-            api_calls: row.get(24)?,
-            duration_ms: row.get(25)?,
+            input_tokens: row.get(16)?,
+            output_tokens: row.get(17)?,
+            api_calls: row.get(18)?,
+            duration_ms: row.get(19)?,
         },
-        created_at_ms: row.get(26)?,
-        updated_at_ms: row.get(27)?,
-        ended_at_ms: row.get(28)?,
+        created_at_ms: row.get(20)?,
+        updated_at_ms: row.get(21)?,
+        ended_at_ms: row.get(22)?,
     };
-    Ok((session, row.get(29)?))
+    Ok((session, row.get(23)?, row.get(13)?))
+}
+
+/// Fills the wide values, the latest checkpoint and the linked references.
+pub fn complete_session(
+    conn: &Connection,
+    session: &mut Session,
+    insert_seq: i64,
+    checkpoint_seq: Option<i64>,
+) -> rusqlite::Result<()> {
+    let data = conn
+        .prepare_cached(SELECT_SESSION_DATA)?
+        .query_row(params![insert_seq], |r| {
+            Ok((opt_text(r, 0)?, opt_json(r, 1)?, opt_json(r, 2)?))
+        })
+        .optional()?;
+    if let Some((goal, context, metadata)) = data {
+        session.goal = goal;
+        session.context = context.unwrap_or_else(empty_object);
+        session.metadata = metadata.unwrap_or_else(empty_object);
+    }
+    if let Some(seq) = checkpoint_seq {
+        session.checkpoint = conn
+            .prepare_cached(SELECT_CHECKPOINT)?
+            .query_row(params![session.session_id.as_str(), seq], |r| {
+                Ok(Checkpoint {
+                    step: opt_text(r, 0)?,
+                    note: opt_text(r, 1)?,
+                    at_ms: r.get(2)?,
+                    seq,
+                })
+            })
+            .optional()?;
+    }
+    fill_refs(conn, session)
 }
 
 /// Fills `plan_ids`, `operation_ids` and `deployment_ids`.
 pub fn fill_refs(conn: &Connection, session: &mut Session) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(SELECT_REFS)?;
     let mut rows = stmt.query(params![session.session_id.as_str()])?;
+    let mut refs: Vec<(String, i64, String)> = Vec::new();
     while let Some(row) = rows.next()? {
-        let kind = text(row, 0)?;
-        let id = text(row, 1)?;
+        refs.push((text(row, 0)?, row.get(2)?, text(row, 1)?));
+    }
+    refs.sort();
+    for (kind, _, id) in refs {
         match kind.as_str() {
             "plan" => session.plan_ids.push(id),
             "operation" => session.operation_ids.push(id),
@@ -197,11 +289,13 @@ pub fn fill_refs(conn: &Connection, session: &mut Session) -> rusqlite::Result<(
 
 /// Reads one whole session, or `None`.
 pub fn find_session(conn: &Connection, id: &str) -> rusqlite::Result<Option<Session>> {
-    let mut stmt = conn.prepare_cached(SELECT_SESSION)?;
-    let found = stmt.query_row(params![id], map_session).optional()?;
+    let found = conn
+        .prepare_cached(SELECT_SESSION)?
+        .query_row(params![id], map_session)
+        .optional()?;
     match found {
-        Some((mut s, _)) => {
-            fill_refs(conn, &mut s)?;
+        Some((mut s, insert_seq, checkpoint_seq)) => {
+            complete_session(conn, &mut s, insert_seq, checkpoint_seq)?;
             Ok(Some(s))
         }
         None => Ok(None),
@@ -218,4 +312,37 @@ pub fn select_status_rev(conn: &Connection, id: &str) -> rusqlite::Result<Option
     conn.prepare_cached(SELECT_STATUS_REV)?
         .query_row(params![id], |r| Ok((text(r, 0)?, r.get(1)?)))
         .optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Verb;
+
+    /// Each verb's UPDATE admits exactly the statuses of the transition table.
+    #[test]
+    fn update_statements_match_the_transition_table() {
+        let table = [
+            (Verb::Start, UPDATE_START),
+            (Verb::Pause, UPDATE_PAUSE),
+            (Verb::Resume, UPDATE_RESUME),
+            (Verb::Complete, UPDATE_COMPLETE),
+            (Verb::Fail, UPDATE_FAIL),
+            (Verb::Cancel, UPDATE_CANCEL),
+            (Verb::Checkpoint, UPDATE_CHECKPOINT),
+            (Verb::AppendEvent, UPDATE_TOUCH),
+        ];
+        for (verb, sql) in table {
+            let list: Vec<String> = verb
+                .allowed_from()
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            let want = format!("status IN ({})", list.join(", "));
+            for s in sql {
+                assert!(s.contains(&want), "{verb:?}: {s}");
+            }
+            assert!(!sql[0].contains("rev = ?") && sql[1].contains("AND rev = ?"));
+        }
+    }
 }

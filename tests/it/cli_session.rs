@@ -394,19 +394,19 @@ fn list_filters_order_and_human_table() {
     };
     assert_eq!(ids(&[]), [c.clone(), b.clone(), a.clone()]);
     assert_eq!(ids(&["--app", "web"]), [c.clone(), a.clone()]);
-    assert_eq!(ids(&["--status", "completed"]), [b.clone()]);
+    assert_eq!(ids(&["--status", "completed"]), [b.as_str()]);
     assert_eq!(
         ids(&["--status", "completed", "--status", "active"]),
         [c.clone(), b.clone(), a.clone()]
     );
-    assert_eq!(ids(&["--tag", "t1"]), [a.clone()]);
-    assert_eq!(ids(&["--agent", "ag1"]), [a.clone()]);
-    assert_eq!(ids(&["--parent", &a]), [c.clone()]);
+    assert_eq!(ids(&["--tag", "t1"]), [a.as_str()]);
+    assert_eq!(ids(&["--agent", "ag1"]), [a.as_str()]);
+    assert_eq!(ids(&["--parent", &a]), [c.as_str()]);
     assert_eq!(
         ids(&["--order", "updated"]),
         [b.clone(), c.clone(), a.clone()]
     );
-    assert_eq!(ids(&["--order", "updated", "--tag", "t2"]), [b.clone()]);
+    assert_eq!(ids(&["--order", "updated", "--tag", "t2"]), [b.as_str()]);
     assert_eq!(
         ids(&[
             "--since",
@@ -421,7 +421,7 @@ fn list_filters_order_and_human_table() {
     let page = env.json(&["session", "list", "--limit", "2"]).data();
     assert_eq!(page["sessions"].as_array().unwrap().len(), 2);
     let cursor = page["next_cursor"].as_str().unwrap().to_owned();
-    assert_eq!(ids(&["--limit", "2", "--cursor", &cursor]), [a.clone()]);
+    assert_eq!(ids(&["--limit", "2", "--cursor", &cursor]), [a.as_str()]);
     // Human output is a table with a header row.
     let r = env.run(&["session", "list"]);
     assert_eq!(r.code, 0);

@@ -11,3 +11,5 @@ mod durability;
 mod helper;
 mod library;
 mod schema;
+mod walcount;
+mod write_path;

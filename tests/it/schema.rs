@@ -147,6 +147,7 @@ fn schema_declares_unique_session_seq_and_strict_tables() {
         tables,
         [
             ("events".to_owned(), 1),
+            ("idempotency_keys".into(), 1),
             ("session_data".into(), 1),
             ("session_refs".into(), 1),
             ("session_tags".into(), 1),
@@ -403,16 +404,26 @@ fn every_sql_const_prepares() {
     env.create("t");
     let c = env.sql();
     use logbook::store::{events as e, sessions as s};
-    for sql in [
+    let updates = [
+        s::UPDATE_START,
+        s::UPDATE_PAUSE,
+        s::UPDATE_RESUME,
+        s::UPDATE_COMPLETE,
+        s::UPDATE_FAIL,
+        s::UPDATE_CANCEL,
+        s::UPDATE_CHECKPOINT,
+        s::UPDATE_TOUCH,
+    ];
+    for sql in updates.iter().flatten().copied().chain([
         s::SELECT_SESSION,
+        s::SELECT_SESSION_BY_SEQ,
+        s::SELECT_SESSION_DATA,
+        s::SELECT_CHECKPOINT,
         s::INSERT_SESSION,
         s::INSERT_SESSION_DATA,
         s::INSERT_TAG,
         s::SESSION_EXISTS,
         s::SELECT_STATUS_REV,
-        s::UPDATE_TRANSITION,
-        s::UPDATE_CHECKPOINT,
-        s::UPDATE_TOUCH,
         s::SELECT_REFS,
         s::COUNT_REFS,
         s::REF_EXISTS,
@@ -422,7 +433,9 @@ fn every_sql_const_prepares() {
         e::SELECT_LATEST_EVENT,
         e::SELECT_BY_KEY,
         e::SELECT_CREATED_BY_KEY,
-    ] {
+        e::INSERT_KEY,
+        e::SELECT_NEXT_EVENT,
+    ]) {
         c.prepare(sql).unwrap_or_else(|err| panic!("{err}: {sql}"));
     }
 }
@@ -497,4 +510,159 @@ except sqlite3.DatabaseError as e:
         .output()
         .expect("sqlite3 shell");
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "2\ncreated\n");
+}
+
+/// Hot statements stay prepared: run through the statement cache with
+/// changing bindings and writes in between, none is re-prepared (a cached
+/// join or a partial index would make SQLite recompile it on every call).
+#[test]
+fn hot_statements_are_never_reprepared() {
+    use logbook::store::list::{build, ListQuery, Order};
+    use logbook::store::{events as e, sessions as s};
+    use rusqlite::{params_from_iter, types::Value, StatementStatus};
+    let env = TestEnv::new();
+    let ids: Vec<String> = (0..4)
+        .map(|i| env.create_with(&["--title", &format!("t{i}"), "--app", "a", "--tag", "x"]))
+        .collect();
+    for id in &ids {
+        env.json(&["session", "checkpoint", id, "--step", "s", "--plan", "p1"])
+            .data();
+    }
+    let c = env.sql();
+    let lists: Vec<ListQuery> = vec![
+        ListQuery {
+            limit: 20,
+            ..Default::default()
+        },
+        ListQuery {
+            statuses: vec!["active".into()],
+            app: Some("a".into()),
+            limit: 20,
+            ..Default::default()
+        },
+        ListQuery {
+            tag: Some("x".into()),
+            limit: 20,
+            ..Default::default()
+        },
+        ListQuery {
+            tag: Some("x".into()),
+            statuses: vec!["active".into()],
+            limit: 20,
+            ..Default::default()
+        },
+        ListQuery {
+            order: Order::Updated,
+            statuses: vec!["active".into()],
+            limit: 20,
+            after: Some((i64::MAX, 1 << 40)),
+            ..Default::default()
+        },
+    ];
+    type Binder<'a> = Box<dyn Fn(usize) -> Vec<Value> + 'a>;
+    let mut cases: Vec<(String, Binder<'_>)> = Vec::new();
+    let id_at = |i: usize| Value::Text(ids[i % ids.len()].clone());
+    cases.push((s::SELECT_SESSION.into(), Box::new(move |i| vec![id_at(i)])));
+    cases.push((
+        s::SELECT_SESSION_BY_SEQ.into(),
+        Box::new(|i| vec![Value::Integer(i as i64 % 4 + 1)]),
+    ));
+    cases.push((
+        s::SELECT_SESSION_DATA.into(),
+        Box::new(|i| vec![Value::Integer(i as i64 % 4 + 1)]),
+    ));
+    cases.push((
+        s::SELECT_CHECKPOINT.into(),
+        Box::new(move |i| vec![id_at(i), Value::Integer(1)]),
+    ));
+    cases.push((s::SELECT_REFS.into(), Box::new(move |i| vec![id_at(i)])));
+    cases.push((
+        e::SELECT_NEXT_EVENT.into(),
+        Box::new(move |i| vec![id_at(i)]),
+    ));
+    cases.push((
+        e::SELECT_EVENTS.into(),
+        Box::new(move |i| vec![id_at(i), Value::Integer(-1), Value::Integer(100)]),
+    ));
+    for q in &lists {
+        let (sql, params, _) = build(q);
+        cases.push((
+            sql,
+            Box::new(move |i| {
+                let mut p = params.clone();
+                // Vary a cursor-like bound where there is one.
+                if let Some(Value::Integer(n)) = p.last_mut() {
+                    *n -= i as i64 % 3;
+                }
+                p
+            }),
+        ));
+    }
+    for (sql, bind) in &cases {
+        for i in 0..6 {
+            {
+                let mut st = c.prepare_cached(sql).unwrap();
+                let mut rows = st.query(params_from_iter(bind(i))).unwrap();
+                while rows.next().unwrap().is_some() {}
+            }
+            c.execute_batch(
+                "BEGIN IMMEDIATE; UPDATE sessions SET rev = rev + 1 WHERE insert_seq = 1; COMMIT;",
+            )
+            .unwrap();
+        }
+        let st = c.prepare_cached(sql).unwrap();
+        assert_eq!(
+            st.get_status(StatementStatus::RePrepare),
+            0,
+            "re-prepared: {sql}"
+        );
+        assert_eq!(st.get_status(StatementStatus::Run), 6, "{sql}");
+    }
+}
+
+/// The conditional UPDATEs stay prepared too (run inside rolled-back
+/// transactions with changing bindings).
+#[test]
+fn conditional_updates_are_never_reprepared() {
+    use logbook::store::sessions as s;
+    use rusqlite::{types::Value, StatementStatus};
+    let env = TestEnv::new();
+    let ids: Vec<String> = (0..3).map(|i| env.create(&format!("t{i}"))).collect();
+    let c = env.sql();
+    for sqls in [
+        s::UPDATE_PAUSE,
+        s::UPDATE_COMPLETE,
+        s::UPDATE_FAIL,
+        s::UPDATE_CHECKPOINT,
+        s::UPDATE_TOUCH,
+    ] {
+        for sql in sqls {
+            for i in 0..5 {
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                {
+                    let mut st = c.prepare_cached(sql).unwrap();
+                    let mut p = vec![
+                        Value::Text(ids[i % 3].clone()),
+                        Value::Integer(1_000 + i as i64),
+                    ];
+                    while p.len() < st.parameter_count() {
+                        p.push(if p.len() == 2 && sql.contains("?4") {
+                            Value::Text(format!("r{i}"))
+                        } else {
+                            Value::Integer(1)
+                        });
+                    }
+                    let mut rows = st.query(rusqlite::params_from_iter(p.iter())).unwrap();
+                    while rows.next().unwrap().is_some() {}
+                }
+                c.execute_batch("ROLLBACK").unwrap();
+            }
+            let st = c.prepare_cached(sql).unwrap();
+            assert_eq!(
+                st.get_status(StatementStatus::RePrepare),
+                0,
+                "re-prepared: {sql}"
+            );
+        }
+    }
 }

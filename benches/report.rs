@@ -1,0 +1,557 @@
+//! The performance report behind BENCHMARKS.md: every figure is a ratio
+//! against a baseline measured in the same run (the machines are noisy).
+//!
+//! Run: `cargo bench --bench report` (about 3–5 minutes on 2 cores).
+//! `LOGBOOK_BENCH_SESSIONS` overrides the 1,000,000-session list dataset.
+
+#[path = "../tests/it/walcount.rs"]
+#[allow(dead_code)]
+mod walcount;
+
+use logbook::{
+    CheckpointRequest, CreateSession, Ledger, LedgerOptions, ListSessions, Mutation, SessionStatus,
+    SyncMode,
+};
+use rusqlite::{params, Connection};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--writer") {
+        writer(&args[2..]);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    println!("# logbook benchmark report\n");
+    println!(
+        "machine: {} cores; SQLite {}\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        rusqlite::version()
+    );
+    cli_section(dir.path());
+    pages_section(dir.path());
+    throughput_section(dir.path(), SyncMode::Normal);
+    throughput_section(dir.path(), SyncMode::Full);
+    writers_section(dir.path());
+    list_section(dir.path());
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    pct(&mut v, 0.5)
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, max: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % max as u64) as usize
+    }
+}
+
+// ---------------------------------------------------------------- pages
+
+fn pages_section(dir: &Path) {
+    let p = walcount::measure(&dir.join("pages.db"), 10_000, 200, 1_000);
+    println!("## WAL pages written per operation\n");
+    println!("`wal_autocheckpoint=0`, frames counted from the `-wal` size over 1,000 ops on 10,000 sessions.\n");
+    println!("| operation | pages/op |\n|---|---|");
+    println!("| checkpoint | {:.2} |", p.checkpoint);
+    println!(
+        "| checkpoint, session with a 64 KiB context | {:.2} |",
+        p.checkpoint_wide
+    );
+    println!("| create | {:.2} |", p.create);
+    println!("| complete | {:.2} |", p.complete);
+    let naive = naive_pages(&dir.join("naive-pages.db"));
+    println!("| naive checkpoint (baseline) | {naive:.2} |\n");
+}
+
+// ------------------------------------------------------- naive baseline
+
+const NAIVE_SCHEMA: &str = "
+CREATE TABLE sessions (id TEXT PRIMARY KEY, status TEXT NOT NULL, app TEXT, title TEXT,
+  rev INTEGER NOT NULL, updated INTEGER NOT NULL, context TEXT, checkpoint TEXT);
+CREATE INDEX sessions_status_updated ON sessions (status, updated);
+CREATE INDEX sessions_app_updated ON sessions (app, updated);
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL, type TEXT NOT NULL, at INTEGER NOT NULL, data TEXT,
+  UNIQUE (session_id, seq));";
+
+fn naive_open(path: &Path, sync: SyncMode, autockpt: u32) -> Connection {
+    let c = Connection::open(path).unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(
+        None,
+        "synchronous",
+        if sync == SyncMode::Full {
+            "FULL"
+        } else {
+            "NORMAL"
+        },
+    )
+    .unwrap();
+    c.pragma_update(None, "wal_autocheckpoint", autockpt)
+        .unwrap();
+    c.execute_batch(NAIVE_SCHEMA).unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    for i in 0..10_000 {
+        let id = format!("ses_{i:016x}");
+        c.execute(
+            "INSERT INTO sessions VALUES (?1, 'active', ?2, ?3, 1, ?4, '{}', NULL)",
+            params![id, format!("app{}", i % 7), format!("session {i}"), i],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO events (session_id, seq, type, at) VALUES (?1, 0, 'created', ?2)",
+            params![id, i],
+        )
+        .unwrap();
+    }
+    c.execute_batch("COMMIT").unwrap();
+    c
+}
+
+fn naive_checkpoint(c: &Connection, id: &str, i: usize) {
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let now = i as i64 + 1_000_000;
+    let rev: i64 = c
+        .prepare_cached("UPDATE sessions SET rev = rev + 1, updated = ?2, checkpoint = ?3 WHERE id = ?1 AND status = 'active' RETURNING rev")
+        .unwrap()
+        .query_row(params![id, now, format!("step {i}: a short note")], |r| r.get(0))
+        .unwrap();
+    c.prepare_cached("INSERT INTO events (session_id, seq, type, at, data) VALUES (?1, ?2, 'checkpoint', ?3, ?4)")
+        .unwrap()
+        .execute(params![id, rev - 1, now, format!("{{\"step\":\"step {i}\",\"note\":\"a short note\"}}")])
+        .unwrap();
+    c.execute_batch("COMMIT").unwrap();
+}
+
+fn naive_pages(path: &Path) -> f64 {
+    let c = naive_open(path, SyncMode::Normal, 0);
+    c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let mut rng = Lcg(7);
+    for i in 0..1000 {
+        naive_checkpoint(&c, &format!("ses_{:016x}", rng.next(10_000)), i);
+    }
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    (std::fs::metadata(wal).unwrap().len() - 32) as f64 / 4120.0 / 1000.0
+}
+
+// ------------------------------------------------------------ throughput
+
+fn lib_open(path: &Path, sync: SyncMode) -> (Ledger, Vec<String>) {
+    let l = Ledger::open(LedgerOptions {
+        sync,
+        ..LedgerOptions::at(path)
+    })
+    .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..10_000 {
+        let req = CreateSession {
+            app: Some(format!("app{}", i % 7)),
+            ..CreateSession::titled(format!("session {i}"))
+        };
+        ids.push(l.create_session(req).unwrap().session_id.to_string());
+    }
+    (l, ids)
+}
+
+fn throughput_section(dir: &Path, sync: SyncMode) {
+    let name = if sync == SyncMode::Full {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    let naive = naive_open(&dir.join(format!("naive-{name}.db")), sync, 1000);
+    let (lib, ids) = lib_open(&dir.join(format!("lib-{name}.db")), sync);
+    let ops = if sync == SyncMode::Full { 1_000 } else { 4_000 };
+    let mut rng = Lcg(11);
+    let (mut naive_rates, mut lib_rates, mut lat) = (Vec::new(), Vec::new(), Vec::new());
+    let mut n = 0;
+    for _trial in 0..5 {
+        let t = Instant::now();
+        for _ in 0..ops {
+            n += 1;
+            naive_checkpoint(&naive, &format!("ses_{:016x}", rng.next(10_000)), n);
+        }
+        naive_rates.push(ops as f64 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..ops {
+            n += 1;
+            let id = &ids[rng.next(ids.len())];
+            let t0 = Instant::now();
+            let req = CheckpointRequest {
+                step: Some(format!("step {n}")),
+                note: Some("a short note".into()),
+                ..Default::default()
+            };
+            lib.checkpoint(id, req, &Mutation::default()).unwrap();
+            lat.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        lib_rates.push(ops as f64 / t.elapsed().as_secs_f64());
+    }
+    let (nr, lr) = (median(naive_rates), median(lib_rates));
+    println!("## Checkpoint throughput, synchronous={name}\n");
+    println!("One writer, 10,000 sessions, random session per op; 5 interleaved trials of {ops} ops, median.\n");
+    println!("| | ops/s | ratio to naive |\n|---|---|---|");
+    println!("| naive baseline (UPDATE + INSERT, AUTOINCREMENT, two (x, updated) indexes) | {nr:.0} | 1.00 |");
+    println!("| logbook `Ledger::checkpoint` (validation, redaction, whole session returned) | {lr:.0} | {:.2} |", lr / nr);
+    println!(
+        "\nlogbook latency: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs\n",
+        pct(&mut lat, 0.5),
+        pct(&mut lat, 0.99),
+        pct(&mut lat, 1.0)
+    );
+}
+
+// ------------------------------------------------------ writer processes
+
+/// Child mode: `--writer DB SESSION OPS START_AT_MS`; prints
+/// `start_ns end_ns p99_us max_us errors`.
+fn writer(a: &[String]) {
+    let l = Ledger::open(LedgerOptions {
+        sync: SyncMode::Normal,
+        ..LedgerOptions::at(&a[0])
+    })
+    .unwrap();
+    let ops: usize = a[2].parse().unwrap();
+    let start_at: i64 = a[3].parse().unwrap();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
+    };
+    while now() < start_at * 1_000_000 {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let start = now();
+    let mut lat = Vec::with_capacity(ops);
+    let mut errors = 0;
+    for i in 0..ops {
+        let t0 = Instant::now();
+        let req = CheckpointRequest {
+            step: Some(format!("w{i}")),
+            ..Default::default()
+        };
+        if l.checkpoint(&a[1], req, &Mutation::default()).is_err() {
+            errors += 1;
+        }
+        lat.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    let end = now();
+    println!(
+        "{start} {end} {:.0} {:.0} {errors}",
+        pct(&mut lat, 0.99),
+        pct(&mut lat, 1.0)
+    );
+}
+
+fn run_writers(db: &Path, ids: &[String], ops: usize) -> (f64, f64, f64, usize) {
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + 1500;
+    let children: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--writer",
+                    db.to_str().unwrap(),
+                    id,
+                    &ops.to_string(),
+                    &start_at.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let (mut s0, mut e1, mut p99, mut worst, mut errors) = (i64::MAX, 0i64, 0f64, 0f64, 0usize);
+    let mut p99s = Vec::new();
+    for c in children {
+        let out = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+        let f: Vec<&str> = out.split_whitespace().collect();
+        s0 = s0.min(f[0].parse().unwrap());
+        e1 = e1.max(f[1].parse().unwrap());
+        p99s.push(f[2].parse::<f64>().unwrap());
+        worst = worst.max(f[3].parse().unwrap());
+        errors += f[4].parse::<usize>().unwrap();
+    }
+    p99 = p99.max(pct(&mut p99s, 0.5));
+    let rate = (ids.len() * ops) as f64 / ((e1 - s0) as f64 / 1e9);
+    (rate, p99, worst, errors)
+}
+
+fn writers_section(dir: &Path) {
+    let db = dir.join("writers.db");
+    let (l, _) = (Ledger::open(LedgerOptions::at(&db)).unwrap(), ());
+    let ids: Vec<String> = (0..32)
+        .map(|i| {
+            l.create_session(CreateSession::titled(format!("w{i}")))
+                .unwrap()
+                .session_id
+                .to_string()
+        })
+        .collect();
+    drop(l);
+    let mut singles = Vec::new();
+    let mut many = Vec::new();
+    for _ in 0..3 {
+        singles.push(run_writers(&db, &ids[..1], 6_000));
+        many.push(run_writers(&db, &ids, 400));
+    }
+    let single = median(singles.iter().map(|r| r.0).collect());
+    let agg = median(many.iter().map(|r| r.0).collect());
+    let p99 = median(many.iter().map(|r| r.1).collect());
+    let worst = many.iter().map(|r| r.2).fold(0.0, f64::max);
+    let errors: usize = many.iter().chain(singles.iter()).map(|r| r.3).sum();
+    println!("## 32 writer processes on one file, synchronous=NORMAL\n");
+    println!("Each process: one `Ledger`, checkpoints on its own session; 3 rounds, median. The single-writer rate is one such process alone, measured in the same run.\n");
+    println!("| | ops/s | ratio |\n|---|---|---|");
+    println!("| 1 writer process | {single:.0} | 1.00 |");
+    println!(
+        "| 32 writer processes, aggregate | {agg:.0} | {:.2} |",
+        agg / single
+    );
+    println!("\n32 writers: median per-process p99 {p99:.0} µs; worst single wait {:.1} ms; errors escaping: {errors}\n", worst / 1000.0);
+}
+
+// ------------------------------------------------------------------ list
+
+fn generate(path: &Path, n: i64) {
+    drop(
+        Ledger::open(LedgerOptions {
+            sync: SyncMode::Normal,
+            ..LedgerOptions::at(path)
+        })
+        .unwrap(),
+    );
+    let c = Connection::open(path).unwrap();
+    c.pragma_update(None, "synchronous", "OFF").unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    c.execute(
+        "WITH RECURSIVE x(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM x WHERE i < ?1)
+         INSERT INTO sessions (insert_seq, session_id, status, title, app, agent_id, tags, actor_type, rev, last_seq, created_at_ms, updated_at_ms, ended_at_ms)
+         SELECT i, printf('ses_%08x%08x', i, (i * 2654435761) % 4294967296),
+                CASE WHEN i % 10 < 6 THEN 'active' WHEN i % 10 = 6 THEN 'paused' WHEN i % 10 = 7 THEN 'completed' WHEN i % 10 = 8 THEN 'failed' ELSE 'cancelled' END,
+                'session ' || i, 'app' || (i % 50), 'agent' || (i % 200), CASE WHEN i % 10 = 0 THEN '[\"t\"]' ELSE '[]' END, 'lib', 1, 0,
+                1700000000000 + i * 10, 1700000000000 + i * 10 + (i % 1000),
+                CASE WHEN i % 10 >= 7 THEN 1700000000000 + i * 10 ELSE NULL END
+         FROM x",
+        [n],
+    )
+    .unwrap();
+    c.execute_batch(
+        "INSERT INTO session_data (insert_seq, session_id) SELECT insert_seq, session_id FROM sessions;
+         INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) SELECT 't', created_at_ms, insert_seq, session_id FROM sessions WHERE tags <> '[]';
+         INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail) SELECT session_id, 0, 'created', created_at_ms, 'lib', 'session created' FROM sessions;
+         COMMIT; ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);",
+    )
+    .unwrap();
+}
+
+fn time_list(l: &Ledger, q: &ListSessions, reps: usize) -> Vec<f64> {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            let p = l.list_sessions(q).unwrap();
+            std::hint::black_box(p);
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect()
+}
+
+fn list_section(dir: &Path) {
+    let n: i64 = std::env::var("LOGBOOK_BENCH_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let db = dir.join("list.db");
+    let t = Instant::now();
+    generate(&db, n);
+    let gen = t.elapsed();
+    let l = Ledger::open(LedgerOptions::at(&db)).unwrap();
+    println!("## `session list` on {n} sessions\n");
+    println!("(dataset generated in {:.1} s; limit 20; 1,000 repetitions each; library calls, whole sessions returned)\n", gen.as_secs_f64());
+    println!("| query | p50 µs | p99 µs |\n|---|---|---|");
+    let cases: Vec<(&str, ListSessions)> = vec![
+        ("no filter", ListSessions::default()),
+        (
+            "--status active",
+            ListSessions {
+                statuses: vec![SessionStatus::Active],
+                ..Default::default()
+            },
+        ),
+        (
+            "--status active --app app7",
+            ListSessions {
+                statuses: vec![SessionStatus::Active],
+                app: Some("app7".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "--agent agent42",
+            ListSessions {
+                agent_id: Some("agent42".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "--tag t",
+            ListSessions {
+                tag: Some("t".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "--order updated",
+            ListSessions {
+                order_updated: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "--order updated --status active",
+            ListSessions {
+                order_updated: true,
+                statuses: vec![SessionStatus::Active],
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, q) in cases {
+        let mut v = time_list(&l, &q, 1000);
+        println!(
+            "| {name} | {:.0} | {:.0} |",
+            pct(&mut v, 0.5),
+            pct(&mut v, 0.99)
+        );
+    }
+    // A cursor walk: page 1 against page 500, same filter.
+    let q = ListSessions {
+        statuses: vec![SessionStatus::Active],
+        ..Default::default()
+    };
+    let mut cursor = None;
+    for _ in 0..499 {
+        cursor = l
+            .list_sessions(&ListSessions {
+                cursor: cursor.clone(),
+                ..q.clone()
+            })
+            .unwrap()
+            .next_cursor;
+    }
+    let deep = ListSessions {
+        cursor,
+        ..q.clone()
+    };
+    let (mut p1, mut p500) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        p1.extend(time_list(&l, &q, 200));
+        p500.extend(time_list(&l, &deep, 200));
+    }
+    let (m1, m500) = (pct(&mut p1, 0.5), pct(&mut p500, 0.5));
+    println!("\nCursor walk, `--status active`: page 1 p50 {m1:.0} µs, page 500 p50 {m500:.0} µs (ratio {:.2})\n", m500 / m1);
+}
+
+// ------------------------------------------------------------------- CLI
+
+fn peak_rss_kib_of_children() -> i64 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage struct into the pointer we own.
+    unsafe {
+        libc::getrusage(libc::RUSAGE_CHILDREN, ru.as_mut_ptr());
+        ru.assume_init().ru_maxrss
+    }
+}
+
+fn time_cmd(mut c: Command) -> f64 {
+    let t = Instant::now();
+    let out = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn cli_section(dir: &Path) {
+    let bin = env!("CARGO_BIN_EXE_logbook");
+    let db: PathBuf = dir.join("cli.db");
+    let lb = |args: &[&str]| {
+        let mut c = Command::new(bin);
+        c.arg("--db").arg(&db).args(args);
+        c
+    };
+    let out = lb(&[
+        "session",
+        "create",
+        "--title",
+        "cli bench",
+        "--app",
+        "a",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["data"]["session_id"].as_str().unwrap().to_owned();
+    for i in 0..20 {
+        lb(&[
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            &format!("s{i}"),
+            "--note",
+            "a note",
+        ])
+        .output()
+        .unwrap();
+    }
+    for _ in 0..3 {
+        lb(&["session", "list", "--json"]).output().unwrap();
+        lb(&["session", "show", &id, "--json"]).output().unwrap();
+    }
+    let rss = peak_rss_kib_of_children();
+    let sql = format!(
+        "SELECT * FROM sessions WHERE session_id = '{id}'; SELECT * FROM events WHERE session_id = '{id}' ORDER BY seq;"
+    );
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        ours.push(time_cmd(lb(&["session", "show", &id, "--json"])));
+        let mut c = Command::new("sqlite3");
+        c.arg("-json").arg(&db).arg(&sql);
+        theirs.push(time_cmd(c));
+    }
+    let (o, t) = (median(ours), median(theirs));
+    println!("## Whole-process CLI\n");
+    println!("`logbook session show ID --json` (20 events) against `sqlite3 -json DB \"SELECT … WHERE session_id=…\"` (session row and its events), 200 alternating runs each, median.\n");
+    println!("| command | ms | ratio |\n|---|---|---|");
+    println!("| sqlite3 -json | {t:.2} | 1.00 |");
+    println!("| logbook session show --json | {o:.2} | {:.2} |", o / t);
+    println!(
+        "\nPeak RSS of any logbook command above (create, checkpoint, list, show): {:.1} MiB\n",
+        rss as f64 / 1024.0
+    );
+}

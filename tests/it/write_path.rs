@@ -1,0 +1,22 @@
+//! The write path's page budget. Frame counts are deterministic
+//! (`wal_autocheckpoint = 0`, frames counted from the `-wal` size), so this
+//! is a regression test, not a timing.
+//!
+//! A checkpoint touches five B-trees (the `sessions` row, the old and new
+//! entries of `sessions_by_updated`, the `events` append, one
+//! `events_by_session_seq` entry); page splits add ~0.3 on average. See
+//! BENCHMARKS.md for the measured figures and the naive baseline (8.6).
+
+#[test]
+fn write_path_page_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = crate::walcount::measure(&dir.path().join("w.db"), 10_000, 200, 1_000);
+    println!("{p:?}");
+    assert!(p.checkpoint <= 5.5, "{p:?}");
+    assert!(
+        p.checkpoint_wide <= 5.5,
+        "a 64 KiB context must not be rewritten by a checkpoint: {p:?}"
+    );
+    assert!(p.create <= 14.0, "{p:?}");
+    assert!(p.complete <= 8.0, "{p:?}");
+}
