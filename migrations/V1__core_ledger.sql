@@ -22,6 +22,11 @@
 --
 -- Schema features stay within SQLite 3.37 (STRICT), so Debian 12's sqlite3
 -- (3.40) and Python 3.11's sqlite3 module read everything here.
+--
+-- Closed value sets in CHECKs and triggers are written as `=` … `OR` chains,
+-- not `IN (…)`: SQLite builds a temporary B-tree for every IN list of three
+-- or more constants each time a statement runs, which showed up as the
+-- largest single cost of a checkpoint.
 
 CREATE TABLE sessions (
     -- Immutable, monotonic insertion key: the list cursor's tie-breaker.
@@ -30,7 +35,8 @@ CREATE TABLE sessions (
     session_id          TEXT NOT NULL UNIQUE
                         CHECK (length(session_id) = 20 AND session_id GLOB 'ses_[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'),
     status              TEXT NOT NULL
-                        CHECK (status IN ('pending', 'active', 'paused', 'completed', 'failed', 'cancelled')),
+                        CHECK (status = 'pending' OR status = 'active' OR status = 'paused'
+                               OR status = 'completed' OR status = 'failed' OR status = 'cancelled'),
     title               TEXT NOT NULL,
     app                 TEXT,
     agent_id            TEXT,
@@ -38,7 +44,7 @@ CREATE TABLE sessions (
     stage               TEXT,
     parent_session_id   TEXT REFERENCES sessions (session_id),
     tags                TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags) AND json_type(tags) = 'array'),
-    actor_type          TEXT NOT NULL CHECK (actor_type IN ('cli', 'mcp', 'lib')),
+    actor_type          TEXT NOT NULL CHECK (actor_type = 'cli' OR actor_type = 'mcp' OR actor_type = 'lib'),
     actor_id            TEXT,
     actor_authenticated INTEGER NOT NULL DEFAULT 0 CHECK (actor_authenticated IN (0, 1)),
     rev                 INTEGER NOT NULL CHECK (rev >= 1),
@@ -92,7 +98,7 @@ CREATE TABLE session_tags (
 -- order (`ordinal` counts from 0 per session and kind).
 CREATE TABLE session_refs (
     session_id  TEXT NOT NULL REFERENCES sessions (session_id),
-    kind        TEXT NOT NULL CHECK (kind IN ('plan', 'operation', 'deployment')),
+    kind        TEXT NOT NULL CHECK (kind = 'plan' OR kind = 'operation' OR kind = 'deployment'),
     ref_id      TEXT NOT NULL,
     ordinal     INTEGER NOT NULL CHECK (ordinal >= 0),
     linked_seq  INTEGER NOT NULL,
@@ -110,7 +116,7 @@ CREATE TABLE events (
     seq             INTEGER NOT NULL CHECK (seq >= 0),
     type            TEXT NOT NULL CHECK (length(type) BETWEEN 1 AND 64),
     at_ms           INTEGER NOT NULL,
-    actor_type      TEXT NOT NULL CHECK (actor_type IN ('cli', 'mcp', 'lib')),
+    actor_type      TEXT NOT NULL CHECK (actor_type = 'cli' OR actor_type = 'mcp' OR actor_type = 'lib'),
     detail          TEXT,
     data            TEXT CHECK (data IS NULL OR (json_valid(data) AND json_type(data) = 'object')),
     run_id          TEXT
@@ -167,7 +173,7 @@ END;
 
 -- Invariant: a terminal session is frozen.
 CREATE TRIGGER sessions_terminal_frozen BEFORE UPDATE ON sessions
-WHEN OLD.status IN ('completed', 'failed', 'cancelled')
+WHEN OLD.status = 'completed' OR OLD.status = 'failed' OR OLD.status = 'cancelled'
 BEGIN
     SELECT RAISE(ABORT, 'logbook: a session in a terminal status cannot be updated');
 END;

@@ -259,25 +259,37 @@ impl Ledger {
             // with SQLite's own locking alone.
             Err(_) => None,
         };
-        let result = self.write_locked(f);
-        if let Some(h) = held {
-            self.writer_lock.borrow_mut().release(h);
-        }
-        result
+        self.write_locked(f, held)
     }
 
-    fn write_locked<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let tx = Tx::immediate(&self.conn).map_err(|e| self.db_err(e))?;
-        match f(&tx) {
-            Ok(v) => {
-                tx.commit().map_err(|e| self.db_err(e))?;
-                Ok(v)
+    fn write_locked<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T>,
+        held: Option<store::writelock::Held>,
+    ) -> Result<T> {
+        let release = |held: Option<store::writelock::Held>| {
+            if let Some(h) = held {
+                self.writer_lock.borrow_mut().release(h);
             }
+        };
+        let tx = match Tx::immediate(&self.conn) {
+            Ok(tx) => tx,
+            Err(e) => {
+                release(held);
+                return Err(self.db_err(e));
+            }
+        };
+        let out = match f(&tx) {
+            Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();
                 Err(e)
             }
-        }
+        };
+        // Released after COMMIT: handing the queue over earlier lets the next
+        // writer poll SQLite's lock during this commit, which measured slower.
+        release(held);
+        out
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).

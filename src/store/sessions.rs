@@ -80,7 +80,9 @@ pub const SELECT_STATUS_REV: &str = "SELECT status, rev FROM sessions WHERE sess
 ///
 /// Each verb has its own statement with its statuses as literals: a bound
 /// `?N IS NULL OR rev = ?N` or `status IN (?, ?)` would let SQLite fold the
-/// bound value into the plan and re-prepare the statement on every call;
+/// bound value into the plan and re-prepare the statement on every call, and
+/// the statuses are an `OR` chain, because an `IN` list of three or more
+/// constants builds a temporary B-tree on every run;
 /// for the same reason the event seq subquery is correlated
 /// (`sessions.session_id`), not bound (`?1`).
 macro_rules! update_sessions {
@@ -88,7 +90,7 @@ macro_rules! update_sessions {
         concat!(
             "UPDATE sessions SET rev = rev + 1, updated_at_ms = max(updated_at_ms, ?2)",
             $set,
-            " WHERE session_id = ?1 AND status IN (",
+            " WHERE session_id = ?1 AND (",
             $statuses,
             ")",
             $guard
@@ -98,29 +100,29 @@ macro_rules! update_sessions {
 
 /// pending → active. ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_START: [&str; 2] = [
-    update_sessions!(", status = 'active'", "'pending'", ""),
-    update_sessions!(", status = 'active'", "'pending'", " AND rev = ?3"),
+    update_sessions!(", status = 'active'", "status = 'pending'", ""),
+    update_sessions!(", status = 'active'", "status = 'pending'", " AND rev = ?3"),
 ];
 /// active → paused. ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_PAUSE: [&str; 2] = [
-    update_sessions!(", status = 'paused'", "'active'", ""),
-    update_sessions!(", status = 'paused'", "'active'", " AND rev = ?3"),
+    update_sessions!(", status = 'paused'", "status = 'active'", ""),
+    update_sessions!(", status = 'paused'", "status = 'active'", " AND rev = ?3"),
 ];
 /// paused → active. ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_RESUME: [&str; 2] = [
-    update_sessions!(", status = 'active'", "'paused'", ""),
-    update_sessions!(", status = 'active'", "'paused'", " AND rev = ?3"),
+    update_sessions!(", status = 'active'", "status = 'paused'", ""),
+    update_sessions!(", status = 'active'", "status = 'paused'", " AND rev = ?3"),
 ];
 /// active → completed. ?1 id, ?2 now ms, ?3 result; guarded: ?4 rev.
 pub const UPDATE_COMPLETE: [&str; 2] = [
     update_sessions!(
         ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
-        "'active'",
+        "status = 'active'",
         ""
     ),
     update_sessions!(
         ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
-        "'active'",
+        "status = 'active'",
         " AND rev = ?4"
     ),
 ];
@@ -128,12 +130,12 @@ pub const UPDATE_COMPLETE: [&str; 2] = [
 pub const UPDATE_FAIL: [&str; 2] = [
     update_sessions!(
         ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "'pending', 'active', 'paused'",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
         ""
     ),
     update_sessions!(
         ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "'pending', 'active', 'paused'",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
         " AND rev = ?4"
     ),
 ];
@@ -141,12 +143,12 @@ pub const UPDATE_FAIL: [&str; 2] = [
 pub const UPDATE_CANCEL: [&str; 2] = [
     update_sessions!(
         ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "'pending', 'active', 'paused'",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
         ""
     ),
     update_sessions!(
         ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "'pending', 'active', 'paused'",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
         " AND rev = ?4"
     ),
 ];
@@ -154,13 +156,21 @@ pub const UPDATE_CANCEL: [&str; 2] = [
 /// the status index is not touched, and the step and note go in the event.
 /// ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_CHECKPOINT: [&str; 2] = [
-    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "'active'", ""),
-    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "'active'", " AND rev = ?3"),
+    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "status = 'active'", ""),
+    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "status = 'active'", " AND rev = ?3"),
 ];
 /// An agent's own event on a live session. ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_TOUCH: [&str; 2] = [
-    update_sessions!("", "'pending', 'active', 'paused'", ""),
-    update_sessions!("", "'pending', 'active', 'paused'", " AND rev = ?3"),
+    update_sessions!(
+        "",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
+        ""
+    ),
+    update_sessions!(
+        "",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
+        " AND rev = ?3"
+    ),
 ];
 
 /// Linked references of one session (sorted by kind and ordinal in Rust: an
@@ -336,9 +346,9 @@ mod tests {
             let list: Vec<String> = verb
                 .allowed_from()
                 .iter()
-                .map(|s| format!("'{}'", s.as_str()))
+                .map(|s| format!("status = '{}'", s.as_str()))
                 .collect();
-            let want = format!("status IN ({})", list.join(", "));
+            let want = format!("session_id = ?1 AND ({})", list.join(" OR "));
             for s in sql {
                 assert!(s.contains(&want), "{verb:?}: {s}");
             }

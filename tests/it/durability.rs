@@ -88,7 +88,7 @@ fn library_writer_killed_mid_write_loses_no_acknowledged_event() {
         next = u64::try_from(rev).unwrap() + 1_000 * (round + 1);
     }
     assert!(
-        acked.len() > 40,
+        acked.len() >= 40,
         "the writer acknowledged too few writes to test anything: {}",
         acked.len()
     );
