@@ -21,6 +21,10 @@ pub const REDACTED: &str = "[REDACTED]";
 struct Rule {
     #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
+    /// Lowercase literals, one of which every match contains: the rule's
+    /// regex is compiled and run only when the lowercased text holds one, so
+    /// ordinary text costs a few substring scans and no regex at all.
+    triggers: &'static [&'static str],
     pattern: &'static str,
     /// Capture group to keep in front of `[REDACTED]` (0 = none).
     keep: usize,
@@ -35,6 +39,7 @@ struct Rule {
 const RULES: &[Rule] = &[
     Rule {
         name: "private key PEM block",
+        triggers: &["private key"],
         pattern: r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)",
         keep: 0,
         keep_after: 0,
@@ -46,6 +51,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "Authorization: Bearer token",
+        triggers: &["bearer"],
         pattern: r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*",
         keep: 1,
         keep_after: 0,
@@ -57,6 +63,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "JWT",
+        triggers: &["eyj"],
         pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         keep: 0,
         keep_after: 0,
@@ -65,6 +72,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "AWS access key id",
+        triggers: &["akia", "asia", "abia", "acca", "aida", "aroa", "anpa"],
         pattern: r"\b(AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
         keep: 0,
         keep_after: 0,
@@ -73,6 +81,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "GitHub token",
+        triggers: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
         pattern: r"\b((gh[pousr]_[A-Za-z0-9]{30,})|(github_pat_[A-Za-z0-9_]{22,}))\b",
         keep: 0,
         keep_after: 0,
@@ -84,6 +93,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "GitLab token",
+        triggers: &["glpat-", "gldt-", "glptt-", "glrt-"],
         pattern: r"\bgl(pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}",
         keep: 0,
         keep_after: 0,
@@ -92,6 +102,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "Slack token or webhook",
+        triggers: &["xox", "hooks.slack.com"],
         pattern: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+",
         keep: 0,
         keep_after: 0,
@@ -103,6 +114,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "OpenAI / Anthropic API key",
+        triggers: &["sk-"],
         pattern: r"\bsk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
         keep: 0,
         keep_after: 0,
@@ -115,6 +127,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "Google API key",
+        triggers: &["aiza"],
         pattern: r"\bAIza[0-9A-Za-z_-]{35}",
         keep: 0,
         keep_after: 0,
@@ -123,6 +136,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "URL userinfo password",
+        triggers: &["://"],
         pattern: r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+(@)",
         keep: 1,
         keep_after: 2,
@@ -134,6 +148,7 @@ const RULES: &[Rule] = &[
     },
     Rule {
         name: "secret assignment",
+        triggers: &["passw", "pwd", "secret", "token", "key"],
         pattern: r#"(?i)(\b(?:password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|api_key|apikey|api-key|access_key|secret_key|private_key)"?\s*[=:]\s*"?)[^\s"'&,;]+"#,
         keep: 1,
         keep_after: 0,
@@ -157,35 +172,23 @@ const RULES: &[Rule] = &[
 /// Names of JSON object keys whose string values are always redacted.
 const SECRET_KEY: &str = r"(?i)^(password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|id_token|api_key|apikey|api-key|access_key|secret_key|private_key|authorization|cookie)$";
 
-struct Compiled {
-    rules: Vec<(Regex, usize, usize)>,
-    secret_key: Regex,
+const RULES_LEN: usize = 11;
+
+/// Each rule's regex, compiled on first need (a CLI call that redacts only
+/// ordinary text compiles none).
+static RULE_RES: [OnceLock<Option<Regex>>; RULES_LEN] = [const { OnceLock::new() }; RULES_LEN];
+
+fn rule_regex(i: usize) -> Option<&'static Regex> {
+    let rule = RULES.get(i)?;
+    RULE_RES
+        .get(i)?
+        .get_or_init(|| Regex::new(rule.pattern).ok())
+        .as_ref()
 }
 
-fn compiled() -> &'static Compiled {
-    static C: OnceLock<Compiled> = OnceLock::new();
-    C.get_or_init(|| Compiled {
-        rules: RULES
-            .iter()
-            .filter_map(|r| {
-                Regex::new(r.pattern)
-                    .ok()
-                    .map(|re| (re, r.keep, r.keep_after))
-            })
-            .collect(),
-        // The pattern is a constant; the unit test proves it compiles.
-        secret_key: Regex::new(SECRET_KEY).unwrap_or_else(|_| never_matches()),
-    })
-}
-
-fn never_matches() -> Regex {
-    // `[^\s\S]` matches nothing; it is a constant known to compile.
-    Regex::new(r"[^\s\S]").unwrap_or_else(|_| unreachable_regex())
-}
-
-#[allow(clippy::panic)]
-fn unreachable_regex() -> Regex {
-    panic!("the regex crate rejected a constant pattern")
+fn secret_key() -> &'static Option<Regex> {
+    static K: OnceLock<Option<Regex>> = OnceLock::new();
+    K.get_or_init(|| Regex::new(SECRET_KEY).ok())
 }
 
 /// Returns `text` with every secret replaced by `[REDACTED]`.
@@ -193,10 +196,19 @@ fn unreachable_regex() -> Regex {
 /// Borrowed when nothing matched (the common case), so it costs no copy.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
-    for (re, keep, keep_after) in &compiled().rules {
+    if text.is_empty() {
+        return out;
+    }
+    let lower = text.to_ascii_lowercase();
+    for (i, rule) in RULES.iter().enumerate() {
+        if !rule.triggers.iter().any(|t| lower.contains(t)) {
+            continue;
+        }
+        let Some(re) = rule_regex(i) else { continue };
         if !re.is_match(&out) {
             continue;
         }
+        let (keep, keep_after) = (&rule.keep, &rule.keep_after);
         let group = |c: &Captures<'_>, i: usize| -> String {
             if i > 0 {
                 c.get(i).map_or(String::new(), |m| m.as_str().to_owned())
@@ -230,9 +242,9 @@ pub fn redact_json(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact_json),
         Value::Object(map) => {
-            let keys = &compiled().secret_key;
+            let keys = secret_key();
             for (k, v) in map.iter_mut() {
-                if keys.is_match(k) {
+                if keys.as_ref().is_some_and(|re| re.is_match(k)) {
                     if let Value::String(s) = v {
                         if !s.is_empty() {
                             *s = REDACTED.to_owned();
@@ -254,8 +266,25 @@ mod tests {
 
     #[test]
     fn every_rule_compiles() {
-        assert_eq!(compiled().rules.len(), RULES.len());
+        assert_eq!(RULES.len(), RULES_LEN);
+        for (i, rule) in RULES.iter().enumerate() {
+            assert!(rule_regex(i).is_some(), "{}", rule.name);
+        }
         Regex::new(SECRET_KEY).unwrap();
+    }
+
+    #[test]
+    fn every_match_contains_a_trigger() {
+        for rule in RULES {
+            for s in rule.must_match {
+                let lower = s.to_ascii_lowercase();
+                assert!(
+                    rule.triggers.iter().any(|t| lower.contains(t)),
+                    "{}: {s:?}",
+                    rule.name
+                );
+            }
+        }
     }
 
     #[test]
