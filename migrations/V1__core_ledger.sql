@@ -69,6 +69,10 @@ CREATE INDEX sessions_by_updated ON sessions (updated_at_ms);
 CREATE INDEX sessions_by_status ON sessions (status, created_at_ms);
 -- `session list --app A`.
 CREATE INDEX sessions_by_app ON sessions (app, created_at_ms);
+-- `session list --status S --app A`, the dashboard's usual pair: without it
+-- the walk takes one of the two single-column ranges and filters the other,
+-- which costs a scan of the whole range when the pair is rare.
+CREATE INDEX sessions_by_status_app ON sessions (status, app, created_at_ms);
 -- `session list --agent ID`.
 CREATE INDEX sessions_by_agent ON sessions (agent_id, created_at_ms);
 -- `session list --parent SES` and hierarchy walks.
