@@ -912,45 +912,12 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT (limit outside 1..=1000, malformed cursor or names).
     pub fn list_sessions(&self, req: &ListSessions) -> Result<SessionPage> {
-        let limit = check_limit(req.limit, LIST_LIMIT_MAX)?;
-        opt_name("app", &req.app)?;
-        opt_name("agent_id", &req.agent_id)?;
-        opt_name("tag", &req.tag)?;
-        if let Some(p) = &req.parent {
-            parse_session_id(p).map_err(|e| Error::invalid("parent", e.to_string()))?;
-        }
-        let order = if req.order_updated {
-            Order::Updated
-        } else {
-            Order::Created
-        };
-        let after = match &req.cursor {
-            Some(c) => Some(decode_cursor(c, order)?),
-            None => None,
-        };
-        let mut statuses: Vec<String> = Vec::new();
-        for s in &req.statuses {
-            if !statuses.iter().any(|x| x == s.as_str()) {
-                statuses.push(s.as_str().to_owned());
-            }
-        }
-        let q = ListQuery {
-            statuses,
-            app: req.app.clone(),
-            agent_id: req.agent_id.clone(),
-            tag: req.tag.clone(),
-            parent: req.parent.clone(),
-            since_ms: req.since_ms,
-            until_ms: req.until_ms,
-            order,
-            limit,
-            after,
-        };
+        let q = list_query(req)?;
         self.read(|tx| {
             let (sessions, next) = list::select_page(tx, &q).map_err(db)?;
             Ok(SessionPage {
                 sessions,
-                next_cursor: next.map(|k| encode_cursor(order, k)),
+                next_cursor: next.map(|k| encode_cursor(q.order, k)),
             })
         })
         .map_err(|e| self.fill_path(e))
@@ -961,34 +928,47 @@ impl Ledger {
     /// # Errors
     /// As [`Ledger::list_sessions`].
     pub fn explain_list(&self, req: &ListSessions) -> Result<Vec<String>> {
-        let q = ListQuery {
-            statuses: req.statuses.iter().map(|s| s.as_str().to_owned()).collect(),
-            app: req.app.clone(),
-            agent_id: req.agent_id.clone(),
-            tag: req.tag.clone(),
-            parent: req.parent.clone(),
-            since_ms: req.since_ms,
-            until_ms: req.until_ms,
-            order: if req.order_updated {
-                Order::Updated
-            } else {
-                Order::Created
-            },
-            limit: check_limit(req.limit, LIST_LIMIT_MAX)?,
-            after: match &req.cursor {
-                Some(c) => Some(decode_cursor(
-                    c,
-                    if req.order_updated {
-                        Order::Updated
-                    } else {
-                        Order::Created
-                    },
-                )?),
-                None => None,
-            },
-        };
+        let q = list_query(req)?;
         list::explain(&self.conn, &q).map_err(|e| self.db_err(e))
     }
+}
+
+/// Validates a listing request and turns it into the store's query.
+fn list_query(req: &ListSessions) -> Result<ListQuery> {
+    let limit = check_limit(req.limit, LIST_LIMIT_MAX)?;
+    opt_name("app", &req.app)?;
+    opt_name("agent_id", &req.agent_id)?;
+    opt_name("tag", &req.tag)?;
+    if let Some(p) = &req.parent {
+        parse_session_id(p).map_err(|e| Error::invalid("parent", e.to_string()))?;
+    }
+    let order = if req.order_updated {
+        Order::Updated
+    } else {
+        Order::Created
+    };
+    let after = match &req.cursor {
+        Some(c) => Some(decode_cursor(c, order)?),
+        None => None,
+    };
+    let mut statuses: Vec<String> = Vec::new();
+    for s in &req.statuses {
+        if !statuses.iter().any(|x| x == s.as_str()) {
+            statuses.push(s.as_str().to_owned());
+        }
+    }
+    Ok(ListQuery {
+        statuses,
+        app: req.app.clone(),
+        agent_id: req.agent_id.clone(),
+        tag: req.tag.clone(),
+        parent: req.parent.clone(),
+        since_ms: req.since_ms,
+        until_ms: req.until_ms,
+        order,
+        limit,
+        after,
+    })
 }
 
 /// Reads the whole session after a mutation, in its transaction.
