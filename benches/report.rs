@@ -1,7 +1,7 @@
 //! The performance report behind BENCHMARKS.md: every figure is a ratio
 //! against a baseline measured in the same run (the machines are noisy).
 //!
-//! Run: `cargo bench --bench report` (about 3–5 minutes on 2 cores).
+//! Run: `cargo bench --bench report` (about 5 minutes on 2 cores).
 //! `LOGBOOK_BENCH_SESSIONS` overrides the 1,000,000-session list dataset.
 
 #[path = "../tests/it/walcount.rs"]
