@@ -134,11 +134,12 @@ CREATE UNIQUE INDEX events_by_session_seq ON events (session_id, seq);
 -- cost every append a page (full) or, partial, force SQLite to re-prepare
 -- every statement that binds a parameter against `events` columns.
 CREATE TABLE idempotency_keys (
-    idempotency_key TEXT NOT NULL,
+    -- SHA-256 (hex) of the caller's key: the key itself is never stored.
+    key_sha256      TEXT NOT NULL,
     session_id      TEXT NOT NULL REFERENCES sessions (session_id),
     event_id        INTEGER NOT NULL REFERENCES events (event_id),
     request_digest  TEXT NOT NULL,
-    PRIMARY KEY (idempotency_key, session_id)
+    PRIMARY KEY (key_sha256, session_id)
 ) STRICT, WITHOUT ROWID;
 
 CREATE TRIGGER idempotency_keys_no_update BEFORE UPDATE ON idempotency_keys
@@ -147,6 +148,12 @@ BEGIN
 END;
 
 CREATE TRIGGER idempotency_keys_no_delete BEFORE DELETE ON idempotency_keys
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: idempotency keys are append-only');
+END;
+
+CREATE TRIGGER idempotency_keys_no_replace BEFORE INSERT ON idempotency_keys
+WHEN EXISTS (SELECT 1 FROM idempotency_keys WHERE key_sha256 = NEW.key_sha256 AND session_id = NEW.session_id)
 BEGIN
     SELECT RAISE(ABORT, 'logbook: idempotency keys are append-only');
 END;
@@ -162,11 +169,23 @@ BEGIN
     SELECT RAISE(ABORT, 'logbook: events are append-only; DELETE is not allowed');
 END;
 
--- Invariant: a session's seqs are contiguous from 0.
+-- Invariant: a session's seqs are contiguous from 0, an event belongs to an
+-- existing session (even with foreign_keys off in an operator's shell), and
+-- an insert never replaces an existing event (`INSERT OR REPLACE` deletes the
+-- conflicting row without firing DELETE triggers).
 CREATE TRIGGER events_seq_contiguous BEFORE INSERT ON events
 WHEN NEW.seq IS NOT (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = NEW.session_id)
+  OR NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = NEW.session_id)
+  OR EXISTS (SELECT 1 FROM events WHERE event_id = NEW.event_id)
 BEGIN
-    SELECT RAISE(ABORT, 'logbook: event seq must be the session''s previous max seq + 1');
+    SELECT RAISE(ABORT, 'logbook: an event''s seq must be its session''s previous max seq + 1, its session must exist, and it may not replace another event');
+END;
+
+-- Invariant: a new session never replaces an existing one (REPLACE).
+CREATE TRIGGER sessions_no_replace BEFORE INSERT ON sessions
+WHEN EXISTS (SELECT 1 FROM sessions WHERE insert_seq = NEW.insert_seq OR session_id = NEW.session_id)
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: a session cannot replace another session');
 END;
 
 -- Invariant: sessions are never deleted.
@@ -197,6 +216,23 @@ BEGIN
     SELECT RAISE(ABORT, 'logbook: session data is never deleted');
 END;
 
+CREATE TRIGGER session_data_no_replace BEFORE INSERT ON session_data
+WHEN EXISTS (SELECT 1 FROM session_data WHERE insert_seq = NEW.insert_seq)
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: session data cannot be replaced');
+END;
+
+-- A terminal session's data is frozen with it.
+CREATE TRIGGER session_data_terminal_frozen BEFORE UPDATE ON session_data
+WHEN (SELECT status FROM sessions WHERE insert_seq = OLD.insert_seq) = 'completed'
+  OR (SELECT status FROM sessions WHERE insert_seq = OLD.insert_seq) = 'failed'
+  OR (SELECT status FROM sessions WHERE insert_seq = OLD.insert_seq) = 'cancelled'
+  OR NEW.insert_seq IS NOT OLD.insert_seq
+  OR NEW.session_id IS NOT OLD.session_id
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: the data of a session in a terminal status cannot be updated');
+END;
+
 CREATE TRIGGER session_tags_no_update BEFORE UPDATE ON session_tags
 BEGIN
     SELECT RAISE(ABORT, 'logbook: session tags are immutable');
@@ -207,12 +243,25 @@ BEGIN
     SELECT RAISE(ABORT, 'logbook: session tags are immutable');
 END;
 
+CREATE TRIGGER session_tags_no_replace BEFORE INSERT ON session_tags
+WHEN EXISTS (SELECT 1 FROM session_tags WHERE tag = NEW.tag AND created_at_ms = NEW.created_at_ms AND insert_seq = NEW.insert_seq)
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: session tags are immutable');
+END;
+
 CREATE TRIGGER session_refs_no_update BEFORE UPDATE ON session_refs
 BEGIN
     SELECT RAISE(ABORT, 'logbook: linked references are append-only');
 END;
 
 CREATE TRIGGER session_refs_no_delete BEFORE DELETE ON session_refs
+BEGIN
+    SELECT RAISE(ABORT, 'logbook: linked references are append-only');
+END;
+
+CREATE TRIGGER session_refs_no_replace BEFORE INSERT ON session_refs
+WHEN EXISTS (SELECT 1 FROM session_refs WHERE session_id = NEW.session_id AND kind = NEW.kind
+             AND (ref_id = NEW.ref_id OR ordinal = NEW.ordinal))
 BEGIN
     SELECT RAISE(ABORT, 'logbook: linked references are append-only');
 END;

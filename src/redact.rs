@@ -50,34 +50,42 @@ const RULES: &[Rule] = &[
         must_not_match: &["-----BEGIN CERTIFICATE-----", "BEGIN PRIVATE"],
     },
     Rule {
-        name: "Authorization: Bearer token",
-        triggers: &["bearer"],
-        pattern: r"(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*",
+        name: "Authorization: Bearer / Basic credentials",
+        triggers: &["bearer", "basic"],
+        pattern: r"(?i)(\bbearer\s+|\bauthorization\s*[:=]\s*basic\s+)[A-Za-z0-9\-._~+/]{8,}=*",
         keep: 1,
         keep_after: 0,
         must_match: &[
             "Authorization: Bearer abcdef0123456789",
             "authorization: bearer sk_live_0123456789",
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==",
         ],
-        must_not_match: &["bearer of bad news", "Bearer [REDACTED]"],
+        must_not_match: &["bearer of bad news", "Bearer [REDACTED]", "basic configuration"],
     },
     Rule {
-        name: "JWT",
+        name: "JWT (signed or not)",
         triggers: &["eyj"],
-        pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
         keep: 0,
         keep_after: 0,
-        must_match: &["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
+        must_match: &[
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjM0NTY3ODkwIn0.",
+        ],
         must_not_match: &["eyJ.short.x", "a.b.c"],
     },
     Rule {
         name: "AWS access key id",
         triggers: &["akia", "asia", "abia", "acca", "aida", "aroa", "anpa"],
-        pattern: r"\b(AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
+        pattern: r"(AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[0-9A-Z]{16}",
         keep: 0,
         keep_after: 0,
-        must_match: &["AKIAIOSFODNN7EXAMPLE", "key=ASIAY34FZKBOKMUTVV7A."],
-        must_not_match: &["AKIAshort", "AKIAIOSFODNN7EXAMPLEXX"],
+        must_match: &[
+            "AKIAIOSFODNN7EXAMPLE",
+            "key=ASIAY34FZKBOKMUTVV7A.",
+            "KEY_AKIAIOSFODNN7EXAMPLE_x",
+        ],
+        must_not_match: &["AKIAshort", "akiaiosfodnn7example"],
     },
     Rule {
         name: "GitHub token",
@@ -101,29 +109,36 @@ const RULES: &[Rule] = &[
         must_not_match: &["glpat-short"],
     },
     Rule {
-        name: "Slack token or webhook",
-        triggers: &["xox", "hooks.slack.com"],
-        pattern: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+",
+        name: "Slack / Discord token or webhook",
+        triggers: &["xox", "xapp-", "hooks.slack.com", "/api/webhooks/"],
+        pattern: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+|https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]+",
         keep: 0,
         keep_after: 0,
         must_match: &[
             "xoxb-1234567890-abcdefghij",
+            "xapp-1-A0123456789-0123456789",
             "https://hooks.slack.com/services/T000/B000/XXXX",
+            "https://discord.com/api/webhooks/123456/abcDEF_123",
         ],
         must_not_match: &["xoxb-1"],
     },
     Rule {
-        name: "OpenAI / Anthropic API key",
-        triggers: &["sk-"],
-        pattern: r"\bsk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+        name: "OpenAI / Anthropic / Stripe / npm / PyPI / Hugging Face / SendGrid key",
+        triggers: &["sk-", "k_live_", "k_test_", "npm_", "pypi-", "hf_", "sg."],
+        pattern: r"\bsk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}|\b[sr]k_(live|test)_[A-Za-z0-9]{10,}|\bnpm_[A-Za-z0-9]{30,}|\bpypi-[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{30,}|\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
         keep: 0,
         keep_after: 0,
         must_match: &[
             "sk-EXAMPLE0000EXAMPLE0000",
             "sk-ant-api03-abcdefghijklmnopqrstuvwxyz",
             "sk-proj-abcdefghijklmnopqrstuvwx",
+            "sk_live_0123456789abcdef",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "pypi-AgEIcHlwaS5vcmcCJGE",
+            "hf_abcdefghijklmnopqrstuvwxyz0123456",
+            "SG.abcdefghijklmnop.abcdefghijklmnopqrst",
         ],
-        must_not_match: &["sk-short", "task-runner-0123456789abcdefghij"],
+        must_not_match: &["sk-short", "task-runner-0123456789abcdefghij", "desk_live_x"],
     },
     Rule {
         name: "Google API key",
@@ -137,19 +152,23 @@ const RULES: &[Rule] = &[
     Rule {
         name: "URL userinfo password",
         triggers: &["://"],
-        pattern: r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+(@)",
+        pattern: r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^\s/]+(@)",
         keep: 1,
         keep_after: 2,
         must_match: &[
             "postgres://admin:hunter2@db.internal:5432/x",
             "https://u:p%40ss@example.com",
+            "redis://:hunter2@cache:6379",
+            "https://u:p@ss@h/x",
         ],
         must_not_match: &["https://example.com/a:b@c", "ssh://git@github.com/x"],
     },
     Rule {
         name: "secret assignment",
-        triggers: &["passw", "pwd", "secret", "token", "key"],
-        pattern: r#"(?i)(\b(?:password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|api_key|apikey|api-key|access_key|secret_key|private_key)"?\s*[=:]\s*"?)[^\s"'&,;]+"#,
+        triggers: &[
+            "passw", "passphrase", "pwd", "pass", "secret", "token", "key", "auth", "credential",
+        ],
+        pattern: r#"(?i)(\b(?:[A-Za-z0-9_.-]*[_.-])?(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|auth|credentials?)\b["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s"'&,;]+)"#,
         keep: 1,
         keep_after: 0,
         must_match: &[
@@ -159,18 +178,29 @@ const RULES: &[Rule] = &[
             "--token=abc",
             r#"{"secret": "s3cr3t"}"#,
             "db?user=a&password=x",
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI",
+            "GITHUB_TOKEN=abc123",
+            "DATABASE_PASSWORD=x",
+            "DB_PASS=x",
+            "'password': 'hunter two'",
+            "x-api-key: abc",
+            "AccountKey=abc123==",
         ],
         must_not_match: &[
             "input_tokens=5",
             "tokens: 1000",
+            "max_tokens=100",
             "the password was rotated",
             "secretary=bob",
+            "bypass=true",
         ],
     },
 ];
 
-/// Names of JSON object keys whose string values are always redacted.
-const SECRET_KEY: &str = r"(?i)^(password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|auth_token|id_token|api_key|apikey|api-key|access_key|secret_key|private_key|authorization|cookie)$";
+/// Names of JSON object keys whose values are always redacted, whole: the
+/// names of the assignment rule (`password`, `db_password`, `GITHUB_TOKEN`,
+/// `x-api-key`, …) and the headers that carry credentials.
+const SECRET_KEY: &str = r"(?i)^(?:[A-Za-z0-9_.-]*[_.-])?(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|auth|credentials?|authorization|cookie)$";
 
 const RULES_LEN: usize = 11;
 
@@ -231,8 +261,10 @@ pub fn redact_opt(text: Option<&str>) -> Option<String> {
     text.map(|t| redact(t).into_owned())
 }
 
-/// Redacts every string inside a JSON value, in place. A string under a key
-/// that names a secret (`password`, `token`, `api_key`, …) is replaced whole.
+/// Redacts every string inside a JSON value, in place, keys included. Any
+/// value under a key that names a secret (`password`, `db_password`,
+/// `GITHUB_TOKEN`, `x-api-key`, …) is replaced whole by `"[REDACTED]"`,
+/// whatever its type.
 pub fn redact_json(value: &mut Value) {
     match value {
         Value::String(s) => {
@@ -243,16 +275,28 @@ pub fn redact_json(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(redact_json),
         Value::Object(map) => {
             let keys = secret_key();
-            for (k, v) in map.iter_mut() {
-                if keys.as_ref().is_some_and(|re| re.is_match(k)) {
-                    if let Value::String(s) = v {
-                        if !s.is_empty() {
-                            *s = REDACTED.to_owned();
-                        }
-                        continue;
+            let old = std::mem::take(map);
+            for (k, mut v) in old {
+                let secret_name = keys.as_ref().is_some_and(|re| re.is_match(&k));
+                let empty = v.is_null() || v.as_str().is_some_and(str::is_empty);
+                if secret_name && !empty {
+                    // Whatever it holds — string, number, list, object.
+                    v = Value::String(REDACTED.to_owned());
+                } else {
+                    redact_json(&mut v);
+                }
+                // Keys are strings too; a redacted key that collides with
+                // another gets a numbered suffix rather than replacing it.
+                let mut key = redact(&k).into_owned();
+                if key != k {
+                    let base = key.clone();
+                    let mut n = 2;
+                    while map.contains_key(&key) {
+                        key = format!("{base} ({n})");
+                        n += 1;
                     }
                 }
-                redact_json(v);
+                map.insert(key, v);
             }
         }
         _ => {}
@@ -359,6 +403,19 @@ mod tests {
         assert_eq!(
             v.to_string(),
             r#"{"list":["[REDACTED]"],"n":1,"nested":{"url":"https://a:[REDACTED]@h"},"password":"[REDACTED]"}"#
+        );
+    }
+
+    #[test]
+    fn json_secret_names_any_value_and_keys() {
+        let mut v: Value = serde_json::from_str(
+            r#"{"db_password":12345678,"GITHUB_TOKEN":["abc"],"x-api-key":{"v":"h"},"sk-EXAMPLE0000EXAMPLE0000":"v","max_tokens":100,"token":null}"#,
+        )
+        .unwrap();
+        redact_json(&mut v);
+        assert_eq!(
+            v.to_string(),
+            r#"{"GITHUB_TOKEN":"[REDACTED]","[REDACTED]":"v","db_password":"[REDACTED]","max_tokens":100,"token":null,"x-api-key":"[REDACTED]"}"#
         );
     }
 

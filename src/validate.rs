@@ -45,7 +45,20 @@ pub enum Lines {
     Multi,
 }
 
+/// Bidirectional-override and isolate controls (U+202A–U+202E,
+/// U+2066–U+2069): invisible, and able to make stored text display as
+/// something else, so refused like control characters.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 fn check_chars(field: &str, value: &str, lines: Lines) -> Result<()> {
+    if value.chars().any(is_bidi_control) {
+        return Err(Error::invalid(
+            field,
+            "bidirectional override characters are not allowed",
+        ));
+    }
     let bad = value
         .chars()
         .any(|c| c.is_control() && !(lines == Lines::Multi && (c == '\n' || c == '\t')));
@@ -220,6 +233,7 @@ mod tests {
         assert!(text("title", "a\nb", 0, 10, Lines::Single).is_err());
         assert!(text("note", "a\0b", 0, 10, Lines::Multi).is_err());
         assert!(text("note", "a\u{1b}[31m", 0, 10, Lines::Multi).is_err());
+        assert!(text("title", "invoice\u{202E}fdp.exe", 0, 40, Lines::Single).is_err());
     }
 
     #[test]

@@ -176,6 +176,10 @@ pub struct ListSessions {
     pub cursor: Option<String>,
 }
 
+/// How far back the clock may step while `created_at_ms` still stays
+/// monotonic: 60,000 ms.
+const CREATED_CLAMP_MS: i64 = 60_000;
+
 /// Default page size of `list`.
 pub const LIST_LIMIT_DEFAULT: i64 = 20;
 /// Largest page size of `list` and `events`.
@@ -443,7 +447,14 @@ impl Ledger {
                 .prepare_cached(ss::SELECT_MAX_CREATED)
                 .and_then(|mut st| st.query_row([], |r| r.get(0)))
                 .map_err(db)?;
-            let created_at_ms = newest.map_or(now, |n| n.max(now));
+            // Keep creation times monotonic across a small clock step back
+            // (up to a minute), so created order is insertion order; a larger
+            // gap means a skewed clock wrote the newest row, and following it
+            // would pin every later session to that time.
+            let created_at_ms = match newest {
+                Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
+                _ => now,
+            };
             // A random 64-bit id colliding is vanishingly rare; retry anyway.
             let mut attempt = 0;
             let (id, insert_seq) = loop {
@@ -769,6 +780,12 @@ impl Ledger {
         parse_session_id(id)?;
         validate_key(m)?;
         v::custom_event_type(&req.event_type)?;
+        if redact(&req.event_type) != req.event_type.as_str() {
+            return Err(Error::invalid(
+                "type",
+                "looks like it holds a secret; event types are stored as given",
+            ));
+        }
         if let Some(d) = &req.detail {
             v::text("detail", d, 0, v::DETAIL_MAX, Lines::Multi)?;
         }

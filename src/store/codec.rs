@@ -40,14 +40,44 @@ fn unreachable_json() -> Box<RawValue> {
     panic!("serde_json rejected the literal {{}}")
 }
 
-/// Reads an optional JSON column as a raw value.
+/// Whether JSON text has no whitespace outside its strings (logbook always
+/// stores the compact form; a hand-edited row may not be).
+fn is_compact(text: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for b in text.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b.is_ascii_whitespace() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Reads an optional JSON column as a raw value, always compact (so `--json`
+/// output stays one line even after a hand edit added line breaks).
 pub fn opt_json(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<Box<RawValue>>> {
-    Ok(
-        opt_text(row, idx)?.map(|t| match RawValue::from_string(t.clone()) {
+    Ok(opt_text(row, idx)?.map(|t| {
+        let t = if is_compact(&t) {
+            t
+        } else {
+            match serde_json::from_str::<serde_json::Value>(&t) {
+                Ok(v) => v.to_string(),
+                Err(_) => return fallback_raw(t),
+            }
+        };
+        match RawValue::from_string(t.clone()) {
             Ok(v) => v,
             Err(_) => fallback_raw(t),
-        }),
-    )
+        }
+    }))
 }
 
 /// Reads a JSON array of strings (tags); anything else reads as empty.
@@ -55,4 +85,16 @@ pub fn string_list(row: &Row<'_>, idx: usize) -> rusqlite::Result<Vec<String>> {
     Ok(opt_text(row, idx)?
         .and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok())
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compactness_ignores_whitespace_inside_strings() {
+        assert!(is_compact(r#"{"a":"b c\" d","n":[1,2]}"#));
+        assert!(!is_compact("{\n \"a\": 1\n}"));
+        assert!(!is_compact(r#"{"a": 1}"#));
+    }
 }

@@ -20,8 +20,7 @@ pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms
      detail, data, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// Records the idempotency key an event was produced with.
-pub const INSERT_KEY: &str =
-    "INSERT INTO idempotency_keys (idempotency_key, session_id, event_id, \
+pub const INSERT_KEY: &str = "INSERT INTO idempotency_keys (key_sha256, session_id, event_id, \
      request_digest) VALUES (?1, ?2, ?3, ?4)";
 
 /// Events of one session with `?2 < seq <= ?2 + ?3`. Seqs are contiguous
@@ -38,12 +37,19 @@ pub const SELECT_LATEST_EVENT: &str = "SELECT seq, type, json_extract(data, '$.s
 
 /// The event an idempotency key produced on a session.
 pub const SELECT_BY_KEY: &str = "SELECT request_digest FROM idempotency_keys \
-     WHERE idempotency_key = ?1 AND session_id = ?2";
+     WHERE key_sha256 = ?1 AND session_id = ?2";
 
 /// The session a `create` with this idempotency key produced.
 pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
      FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
-     WHERE k.idempotency_key = ?1 AND e.seq = 0 LIMIT 1";
+     WHERE k.key_sha256 = ?1 AND e.seq = 0 LIMIT 1";
+
+/// The stored form of an idempotency key: SHA-256, hex. The caller's key
+/// itself never reaches the database (it could hold anything).
+pub fn key_sha256(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
 
 /// A new event row.
 #[derive(Debug, Clone)]
@@ -79,8 +85,12 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
     ])?;
     let event_id = conn.last_insert_rowid();
     if let Some((key, digest)) = e.idempotency {
-        conn.prepare_cached(INSERT_KEY)?
-            .execute(params![key, e.session_id, event_id, digest])?;
+        conn.prepare_cached(INSERT_KEY)?.execute(params![
+            key_sha256(key),
+            e.session_id,
+            event_id,
+            digest
+        ])?;
     }
     Ok((event_id, seq))
 }
@@ -134,7 +144,7 @@ pub fn find_by_key(
     session_id: &str,
 ) -> rusqlite::Result<Option<String>> {
     conn.prepare_cached(SELECT_BY_KEY)?
-        .query_row(params![key, session_id], |r| text(r, 0))
+        .query_row(params![key_sha256(key), session_id], |r| text(r, 0))
         .optional()
 }
 
@@ -144,6 +154,6 @@ pub fn find_created_by_key(
     key: &str,
 ) -> rusqlite::Result<Option<(String, String)>> {
     conn.prepare_cached(SELECT_CREATED_BY_KEY)?
-        .query_row(params![key], |r| Ok((text(r, 0)?, text(r, 1)?)))
+        .query_row(params![key_sha256(key)], |r| Ok((text(r, 0)?, text(r, 1)?)))
         .optional()
 }

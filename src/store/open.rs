@@ -97,7 +97,25 @@ fn companion(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Prepares the file: private parent folders, the file created 0600.
-fn prepare_file(path: &Path) -> Result<()> {
+/// Returns whether this call created it.
+///
+/// An existing path is never touched here: it must be a regular file (a
+/// folder, device or FIFO is refused with STORE_IO before anything happens),
+/// and its mode is tightened only after the probe has shown it is a logbook
+/// database ([`tighten_existing`]), so pointing `--db` at someone else's
+/// file changes nothing about it.
+fn prepare_file(path: &Path) -> Result<bool> {
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(false),
+        Ok(_) => {
+            return Err(io_err(
+                format!("{} is not a regular file", path.display()),
+                std::io::Error::from(ErrorKind::InvalidInput),
+            ))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(format!("cannot read {}", path.display()), e)),
+    }
     if let Some(parent) = path.parent() {
         create_private_dirs(parent)?;
     }
@@ -110,10 +128,18 @@ fn prepare_file(path: &Path) -> Result<()> {
         Ok(_) => {
             fs::set_permissions(path, fs::Permissions::from_mode(0o600))
                 .map_err(|e| io_err(format!("cannot set the mode of {}", path.display()), e))?;
+            Ok(true)
         }
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => tighten_mode(path)?,
-        Err(e) => return Err(io_err(format!("cannot create {}", path.display()), e)),
+        // Another process created it at the same instant.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_err(format!("cannot create {}", path.display()), e)),
     }
+}
+
+/// Tightens a confirmed logbook database and its `-wal`/`-shm` to owner-only
+/// (never loosens a mode).
+fn tighten_existing(path: &Path) -> Result<()> {
+    tighten_mode(path)?;
     tighten_mode(&companion(path, "-wal"))?;
     tighten_mode(&companion(path, "-shm"))
 }
@@ -142,9 +168,15 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     conn.busy_handler(Some(busy::handler)).map_err(db_err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(db_err)?;
+    // Detect damaged B-tree cells on read (STORE_CORRUPT) instead of
+    // trusting them; a full check is `PRAGMA integrity_check`.
+    conn.pragma_update(None, "cell_size_check", true)
+        .map_err(db_err)?;
 
     let probe = migrate::probe(&conn).map_err(db_err)?;
     migrate::check_probe(&probe, &display)?;
+    // Ours (or brand new and empty): now it is safe to tighten its mode.
+    tighten_existing(&cfg.path)?;
 
     set_wal(&conn, cfg.busy_timeout_ms).map_err(db_err)?;
     let sync = match cfg.sync {
@@ -166,9 +198,8 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         })?;
     }
     // SQLite creates -wal/-shm with the DB file's mode (0600); tighten any
-    // left over from an earlier, looser file.
-    tighten_mode(&companion(&cfg.path, "-wal"))?;
-    tighten_mode(&companion(&cfg.path, "-shm"))?;
+    // that appeared while opening an earlier, looser file.
+    tighten_existing(&cfg.path)?;
     Ok(conn)
 }
 

@@ -64,7 +64,7 @@ pub const INSERT_SESSION_DATA: &str =
 
 /// Inserts one tag of a new session.
 pub const INSERT_TAG: &str =
-    "INSERT OR IGNORE INTO session_tags (tag, created_at_ms, insert_seq, session_id) VALUES (?1, ?2, ?3, ?4)";
+    "INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) VALUES (?1, ?2, ?3, ?4)";
 
 /// Whether a session exists.
 pub const SESSION_EXISTS: &str = "SELECT 1 FROM sessions WHERE session_id = ?1";

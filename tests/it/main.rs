@@ -8,6 +8,7 @@ mod cli_session;
 mod common;
 mod concurrency;
 mod durability;
+mod hardening;
 mod helper;
 mod library;
 mod schema;

@@ -1,0 +1,187 @@
+//! Regressions from adversarial testing: hostile paths keep their modes,
+//! `INSERT OR REPLACE` cannot get around the triggers, stored JSON always
+//! prints on one line, a skewed clock does not pin later sessions, and
+//! idempotency keys never reach the disk.
+
+use crate::common::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn hostile_db_paths_keep_their_modes() {
+    let env = TestEnv::new();
+    // A folder.
+    let dir = env.dir.path().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let r = env
+        .command()
+        .args(["--db", dir.to_str().unwrap(), "session", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_error(&Run::from(r), "STORE_IO", 6);
+    assert_eq!(mode(&dir), 0o1777);
+    // Another program's file, and a symlink to it.
+    let notes = env.dir.path().join("notes.txt");
+    std::fs::write(
+        &notes,
+        b"not a database, just some notes that are long enough",
+    )
+    .unwrap();
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let link = env.dir.path().join("link.db");
+    std::os::unix::fs::symlink(&notes, &link).unwrap();
+    for p in [&notes, &link] {
+        let r = env
+            .command()
+            .args(["--db", p.to_str().unwrap(), "session", "list", "--json"])
+            .output()
+            .unwrap();
+        assert_error(&Run::from(r), "STORE_CORRUPT", 6);
+    }
+    assert_eq!(mode(&notes), 0o664);
+    // A device node is refused before SQLite touches it.
+    let r = env
+        .command()
+        .args(["--db", "/dev/null", "session", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_error(&Run::from(r), "STORE_IO", 6);
+    assert_eq!(mode(std::path::Path::new("/dev/null")), 0o666);
+    // A loose logbook database is still tightened (CASES C24).
+    env.create("t");
+    std::fs::set_permissions(env.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    env.json(&["session", "list"]).data();
+    assert_eq!(mode(env.path()), 0o600);
+}
+
+#[test]
+fn insert_or_replace_cannot_bypass_the_triggers() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    env.json(&["session", "checkpoint", &s, "--step", "a"])
+        .data();
+    env.json(&["session", "complete", &s, "--result", "r"])
+        .data();
+    let before = env.show(&s);
+    let c = env.sql();
+    for sql in [
+        format!("INSERT OR REPLACE INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, session_id, 'active', title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}'"),
+        format!("REPLACE INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, 'ses_00000000000000ff', status, title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}'"),
+        format!("INSERT OR REPLACE INTO events (event_id, session_id, seq, type, at_ms, actor_type) SELECT event_id, session_id, 3, 'x.forged', at_ms, 'cli' FROM events WHERE session_id = '{s}' AND seq = 1"),
+        format!("INSERT OR REPLACE INTO session_data (insert_seq, session_id, goal) SELECT insert_seq, session_id, 'forged' FROM sessions WHERE session_id = '{s}'"),
+        format!("UPDATE session_data SET goal = 'forged' WHERE session_id = '{s}'"),
+        "PRAGMA foreign_keys = OFF; INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('ses_00000000000000ee', 0, 'x.orphan', 0, 'cli')".to_owned(),
+    ] {
+        let err = c.execute_batch(&sql).unwrap_err().to_string();
+        assert!(err.contains("logbook:"), "{sql}: {err}");
+    }
+    assert_eq!(env.show(&s), before);
+}
+
+#[test]
+fn hand_edited_pretty_json_still_prints_one_line() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    env.sql()
+        .execute_batch(&format!(
+            "UPDATE session_data SET context = '{{\n  \"a\": 1,\n  \"b\": \"x y\"\n}}' WHERE session_id = '{s}'"
+        ))
+        .unwrap();
+    for args in [vec!["session", "list"], vec!["session", "show", s.as_str()]] {
+        let r = env.json(&args);
+        assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+        assert!(
+            r.stdout.contains(r#""context":{"a":1,"b":"x y"}"#),
+            "{}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn a_skewed_clock_does_not_pin_later_sessions() {
+    use logbook::{Clock, CreateSession, Ledger, LedgerOptions};
+    let env = TestEnv::new();
+    let (clock, now) = Clock::fixed(4_070_908_800_000); // 2099-01-01
+    let skewed = Ledger::open(LedgerOptions {
+        clock,
+        ..LedgerOptions::at(env.path())
+    })
+    .unwrap();
+    assert_eq!(
+        skewed
+            .create_session(CreateSession::titled("skewed"))
+            .unwrap()
+            .created_at_ms,
+        4_070_908_800_000
+    );
+    // 30 s behind the newest: still monotonic.
+    now.store(4_070_908_770_000, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        skewed
+            .create_session(CreateSession::titled("small step"))
+            .unwrap()
+            .created_at_ms,
+        4_070_908_800_000
+    );
+    // A correct clock, decades behind: its own time.
+    let t0 = jiff::Timestamp::now().as_millisecond();
+    let s = env.json(&["session", "create", "--title", "after"]).data();
+    let created = s["created_at_ms"].as_i64().unwrap();
+    assert!((created - t0).abs() < 60_000, "{created} vs {t0}");
+}
+
+#[test]
+fn idempotency_keys_and_secrets_in_keys_never_reach_the_disk() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    env.json(&[
+        "session",
+        "checkpoint",
+        &s,
+        "--step",
+        "a",
+        "--idempotency-key",
+        key,
+    ])
+    .data();
+    let again = env
+        .json(&[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "a",
+            "--idempotency-key",
+            key,
+        ])
+        .data();
+    assert_eq!(again["rev"], 2);
+    let r = env.json(&[
+        "session",
+        "event",
+        &s,
+        "--type",
+        "x.sk-example0000example0000abcd",
+    ]);
+    assert_error(&r, "INVALID_ARGUMENT", 2);
+    env.sql()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let mut bytes = std::fs::read(env.path()).unwrap();
+    if let Ok(w) = std::fs::read(format!("{}-wal", env.path().display())) {
+        bytes.extend(w);
+    }
+    for secret in [key.as_bytes(), b"sk-example0000example0000abcd".as_slice()] {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret),
+            "{:?} on disk",
+            String::from_utf8_lossy(secret)
+        );
+    }
+}
