@@ -102,7 +102,9 @@ fn arg_name(e: &clap::Error) -> Option<String> {
 }
 
 fn flag_like(token: &str) -> bool {
-    token.len() <= 40
+    // Never repeat a token the redactor would hide.
+    logbook::redact::redact(token) == token
+        && token.len() <= 40
         && token.starts_with("--")
         && token[2..]
             .bytes()

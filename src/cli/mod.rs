@@ -88,8 +88,12 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Session(cmd) => session::run(cmd, &cli.global, &out),
     };
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => exit::report(&e, &out),
+    };
+    if output::output_failed() {
+        return ExitCode::from(1);
     }
+    code
 }

@@ -42,15 +42,28 @@ impl Printer {
     }
 }
 
-/// Writes to stdout; a broken pipe or closed stdout is not an error for the
-/// command (the write it reports on has already committed).
+/// Whether a write to stdout failed for a reason other than a closed pipe
+/// (e.g. a full disk behind `> file`); the command then exits 1.
+static OUTPUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes to stdout. A broken pipe or closed stdout is not an error for the
+/// command (the write it reports on has already committed); any other write
+/// failure is reported on stderr and makes the command exit 1.
 pub fn write_stdout(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
-        Err(_) => {}
+        Err(e) => {
+            OUTPUT_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+            write_stderr(&format!("error[INTERNAL]: cannot write the output: {e}\n"));
+        }
     }
+}
+
+/// Whether [`write_stdout`] failed (other than a closed pipe).
+pub fn output_failed() -> bool {
+    OUTPUT_FAILED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Writes to stderr, ignoring failures (there is nowhere else to report).

@@ -140,6 +140,17 @@ pub fn migrate(conn: &Connection, path: &str) -> Result<(), MigrateError> {
     if p.user_version >= latest_version() {
         return Ok(tx.commit()?);
     }
+    // An existing file is checked before it is upgraded: migrating a damaged
+    // database would bury the damage under new writes.
+    if p.objects > 0 {
+        let ok: String = tx.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        if ok != "ok" {
+            return Err(MigrateError::Refused(Error::Corrupt {
+                path: path.to_owned(),
+                reason: "the database fails its integrity check".into(),
+            }));
+        }
+    }
     tx.execute_batch(CREATE_HISTORY)?;
     let mut applied: Vec<(i64, String)> = Vec::new();
     {
