@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 /// `PRAGMA application_id` of a logbook database ("LGBK").
 pub const APPLICATION_ID: i32 = 0x4C47_424B;
 
-/// WAL size the file is truncated back to after a checkpoint: 8 MiB.
-pub const JOURNAL_SIZE_LIMIT_BYTES: i64 = 8 * 1024 * 1024;
+/// WAL size the file is truncated back to after a checkpoint: 64 MiB
+/// (above the ≈ 40 MiB the default autocheckpoint lets it reach).
+pub const JOURNAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 
 /// `PRAGMA synchronous` level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -454,9 +454,10 @@ fn connection_pragmas() {
     assert_eq!(l.pragma("synchronous").unwrap(), "2");
     assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
     assert_eq!(l.pragma("busy_timeout").unwrap(), "5000");
+    assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "10000");
     assert_eq!(
         l.pragma("journal_size_limit").unwrap(),
-        (8 * 1024 * 1024).to_string()
+        (64 * 1024 * 1024).to_string()
     );
     let l = Ledger::open(LedgerOptions {
         busy_timeout_ms: 1234,
