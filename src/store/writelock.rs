@@ -10,15 +10,17 @@
 //! correctness against every other client (the `sqlite3` shell, Python); this
 //! lock only orders logbook's writers.
 //!
-//! The wait honours the busy timeout: a blocked `flock` runs on a helper
-//! thread with its own file description, and if the deadline passes first
-//! the caller gets STORE_BUSY; the helper then releases the lock the moment it
-//! gets it (dropping the file closes the description).
+//! The wait honours the busy timeout: a blocked `flock` runs on one
+//! long-lived helper thread per handle (spawned at the first contended wait,
+//! reused after), on a file description of its own; if the deadline passes
+//! first the caller gets STORE_BUSY, and the helper releases the lock the
+//! moment it gets it — unless the next write has come along in the meantime,
+//! which then takes that turn over.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// The sidecar lock file of a database.
@@ -26,6 +28,7 @@ use std::time::Instant;
 pub struct WriterLock {
     path: PathBuf,
     file: Option<File>,
+    waiter: Option<Arc<Waiter>>,
 }
 
 /// A held lock; released on drop.
@@ -36,6 +39,84 @@ impl Drop for Held {
     fn drop(&mut self) {
         if let Some(f) = &self.0 {
             let _ = f.unlock();
+        }
+    }
+}
+
+/// The hand-off between a writer and its long-lived waiting thread.
+#[derive(Debug)]
+enum Slot {
+    /// Nothing asked.
+    Idle,
+    /// A file to lock, not yet picked up by the thread.
+    Asked(File),
+    /// The thread is blocked in `flock`; `abandoned` when the writer gave up.
+    Waiting { abandoned: bool },
+    /// The thread got the lock on this file.
+    Delivered(File),
+    /// The `WriterLock` is gone; the thread ends.
+    Closed,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    slot: Mutex<Slot>,
+    changed: Condvar,
+}
+
+impl Waiter {
+    fn start() -> std::io::Result<Arc<Waiter>> {
+        let w = Arc::new(Waiter {
+            slot: Mutex::new(Slot::Idle),
+            changed: Condvar::new(),
+        });
+        let thread_side = Arc::clone(&w);
+        std::thread::Builder::new()
+            .name("logbook-writer-lock".into())
+            .spawn(move || thread_side.run())?;
+        Ok(w)
+    }
+
+    /// The thread: lock each file it is handed, in the kernel, then deliver
+    /// it — or release it at once if the writer stopped waiting.
+    fn run(&self) {
+        loop {
+            let file = {
+                let Ok(mut slot) = self.slot.lock() else {
+                    return;
+                };
+                loop {
+                    match *slot {
+                        Slot::Asked(_) => break,
+                        Slot::Closed => return,
+                        _ => {}
+                    }
+                    slot = match self.changed.wait(slot) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                }
+                match std::mem::replace(&mut *slot, Slot::Waiting { abandoned: false }) {
+                    Slot::Asked(f) => f,
+                    _ => return,
+                }
+            };
+            let locked = file.lock().is_ok();
+            let Ok(mut slot) = self.slot.lock() else {
+                return;
+            };
+            match *slot {
+                Slot::Waiting { abandoned: false } if locked => *slot = Slot::Delivered(file),
+                Slot::Closed => {
+                    let _ = file.unlock();
+                    return;
+                }
+                _ => {
+                    let _ = file.unlock();
+                    *slot = Slot::Idle;
+                }
+            }
+            self.changed.notify_all();
         }
     }
 }
@@ -58,6 +139,7 @@ impl WriterLock {
         WriterLock {
             path: PathBuf::from(s),
             file: None,
+            waiter: None,
         }
     }
 
@@ -75,32 +157,69 @@ impl WriterLock {
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         self.file = Some(file);
-        // Contended: block in the kernel on a fresh file description.
-        let waiter = open_lock_file(&self.path)?;
-        let (tx, rx) = mpsc::sync_channel::<File>(1);
-        std::thread::Builder::new()
-            .name("logbook-writer-lock".into())
-            .spawn(move || {
-                if waiter.lock().is_ok() {
-                    // If the caller gave up, the send fails or the value is
-                    // dropped with the channel: either way the file closes
-                    // and the lock is released.
-                    let _ = tx.send(waiter);
+        // Contended: wait in the kernel, on the long-lived thread, with a
+        // fresh file description (flock locks belong to one).
+        let waiter = match &self.waiter {
+            Some(w) => Arc::clone(w),
+            None => {
+                let w = Waiter::start()?;
+                self.waiter = Some(Arc::clone(&w));
+                w
+            }
+        };
+        let mut slot = waiter
+            .slot
+            .lock()
+            .map_err(|_| std::io::Error::other("writer lock thread failed"))?;
+        match &mut *slot {
+            Slot::Idle => {
+                *slot = Slot::Asked(open_lock_file(&self.path)?);
+                waiter.changed.notify_all();
+            }
+            // Still waiting for an earlier, abandoned turn: take it over.
+            Slot::Waiting { abandoned } => *abandoned = false,
+            Slot::Asked(_) | Slot::Delivered(_) | Slot::Closed => {}
+        }
+        loop {
+            if let Slot::Delivered(_) = *slot {
+                if let Slot::Delivered(f) = std::mem::replace(&mut *slot, Slot::Idle) {
+                    return Ok(Some(Held(Some(f))));
                 }
-            })?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(f) => Ok(Some(Held(Some(f)))),
-            Err(_) => Ok(None),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                match &mut *slot {
+                    Slot::Waiting { abandoned } => *abandoned = true,
+                    Slot::Asked(_) => *slot = Slot::Idle,
+                    _ => {}
+                }
+                return Ok(None);
+            }
+            slot = match waiter.changed.wait_timeout(slot, left) {
+                Ok((s, _)) => s,
+                Err(_) => return Err(std::io::Error::other("writer lock thread failed")),
+            };
         }
     }
 
-    /// Releases a held lock, keeping its file open for the next write.
+    /// Releases a held lock, keeping one file open for the next write.
     pub fn release(&mut self, mut held: Held) {
         if let Some(f) = held.0.take() {
             let _ = f.unlock();
             if self.file.is_none() {
                 self.file = Some(f);
+            }
+        }
+    }
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        if let Some(w) = &self.waiter {
+            if let Ok(mut slot) = w.slot.lock() {
+                // A lock delivered to nobody is released with its file.
+                *slot = Slot::Closed;
+                w.changed.notify_all();
             }
         }
     }

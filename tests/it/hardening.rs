@@ -185,3 +185,48 @@ fn idempotency_keys_and_secrets_in_keys_never_reach_the_disk() {
         );
     }
 }
+
+/// A writer that gives up waiting for the writer queue (STORE_BUSY) leaves
+/// no lock behind: its waiting thread releases the turn it gets late, or
+/// hands it to the same handle's next write.
+#[test]
+fn abandoned_queue_waits_leave_no_lock_behind() {
+    use logbook::{CheckpointRequest, ErrorCode, Ledger, LedgerOptions, Mutation};
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let lock_path = format!("{}-lock", env.path().display());
+    let opts = || LedgerOptions {
+        busy_timeout_ms: 200,
+        ..LedgerOptions::at(env.path())
+    };
+    let a = Ledger::open(opts()).unwrap();
+    let step = |n: &str| CheckpointRequest {
+        step: Some(n.into()),
+        ..Default::default()
+    };
+    for round in 0..3 {
+        // Another holder of the queue (a file description of the test's own).
+        let holder = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .unwrap();
+        holder.lock().unwrap();
+        let t = std::time::Instant::now();
+        let e = a
+            .checkpoint(&s, step("blocked"), &Mutation::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::StoreBusy, "round {round}");
+        assert!(t.elapsed() >= std::time::Duration::from_millis(200));
+        drop(holder);
+        if round == 1 {
+            // Give the abandoned waiter time to get and release the turn.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // Both this handle and a fresh one can write again at once.
+        a.checkpoint(&s, step("a"), &Mutation::default()).unwrap();
+        let b = Ledger::open(opts()).unwrap();
+        b.checkpoint(&s, step("b"), &Mutation::default()).unwrap();
+    }
+    assert_eq!(assert_rev_matches_events(&env, &s), 7);
+}
