@@ -10,6 +10,11 @@
 //! correctness against every other client (the `sqlite3` shell, Python); this
 //! lock only orders logbook's writers.
 //!
+//! A contended writer first queues on its process's *lane*, a byte-range lock
+//! on byte `1 + pid % 4` of the same file (`F_OFD_SETLKW`; such locks do not
+//! interact with `flock`), so a release of the main lock wakes at most one
+//! waiter per lane instead of every waiting process.
+//!
 //! The wait honours the busy timeout: a blocked `flock` runs on one
 //! long-lived helper thread per handle (spawned at the first contended wait,
 //! reused after), on a file description of its own; if the deadline passes
@@ -101,7 +106,12 @@ impl Waiter {
                     _ => return,
                 }
             };
+            // Queue first on this process's lane (a byte-range lock, which
+            // does not interact with `flock`), so that a release of the main
+            // lock wakes at most one waiter per lane instead of all of them.
+            let lane = lane_lock(&file);
             let locked = file.lock().is_ok();
+            drop(lane);
             let Ok(mut slot) = self.slot.lock() else {
                 return;
             };
@@ -118,6 +128,44 @@ impl Waiter {
             }
             self.changed.notify_all();
         }
+    }
+}
+
+/// Waiter lanes: a contended writer first takes byte `1 + pid % LANES` of the
+/// lock file (an open-file-description byte-range lock), then the `flock`.
+const LANES: u32 = 4;
+
+/// A held lane; released on drop.
+struct Lane<'f> {
+    file: &'f File,
+    at: i64,
+}
+
+fn byte_range(kind: nix::libc::c_short, at: i64) -> nix::libc::flock {
+    nix::libc::flock {
+        l_type: kind,
+        l_whence: nix::libc::SEEK_SET as nix::libc::c_short,
+        l_start: at,
+        l_len: 1,
+        l_pid: 0,
+    }
+}
+
+/// Blocks until this process's lane is free, then holds it. `None` when
+/// byte-range locks are unavailable (the `flock` alone still works).
+fn lane_lock(file: &File) -> Option<Lane<'_>> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    let at = 1 + i64::from(std::process::id() % LANES);
+    let lock = byte_range(nix::libc::F_WRLCK as nix::libc::c_short, at);
+    fcntl(file, FcntlArg::F_OFD_SETLKW(&lock)).ok()?;
+    Some(Lane { file, at })
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        use nix::fcntl::{fcntl, FcntlArg};
+        let unlock = byte_range(nix::libc::F_UNLCK as nix::libc::c_short, self.at);
+        let _ = fcntl(self.file, FcntlArg::F_OFD_SETLK(&unlock));
     }
 }
 
