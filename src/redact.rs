@@ -202,7 +202,7 @@ const RULES: &[Rule] = &[
 /// `x-api-key`, …) and the headers that carry credentials.
 const SECRET_KEY: &str = r"(?i)^(?:[A-Za-z0-9_.-]*[_.-])?(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|auth|credentials?|authorization|cookie)$";
 
-const RULES_LEN: usize = 11;
+const RULES_LEN: usize = RULES.len();
 
 /// Each rule's regex, compiled on first need (a CLI call that redacts only
 /// ordinary text compiles none).

@@ -165,10 +165,19 @@ pub fn json_object(field: &str, text: &str) -> Result<Value> {
             ),
         )
     })?;
+    json_value(field, &value)?;
+    Ok(value)
+}
+
+/// Checks a parsed JSON value: an object of at most 256 KiB compact.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`: not an object, or over the cap.
+pub fn json_value(field: &str, value: &Value) -> Result<()> {
     if !value.is_object() {
         return Err(Error::invalid(field, "must be a JSON object"));
     }
-    let size = compact_len(&value)?;
+    let size = compact_len(value)?;
     if size > JSON_MAX_BYTES {
         return Err(Error::invalid(
             field,
@@ -177,7 +186,7 @@ pub fn json_object(field: &str, text: &str) -> Result<Value> {
             ),
         ));
     }
-    Ok(value)
+    Ok(())
 }
 
 /// The length in bytes of `value`'s compact serialization.

@@ -195,21 +195,7 @@ fn opt_name(field: &str, value: &Option<String>) -> Result<()> {
 }
 
 fn check_json(field: &str, value: &Option<Value>) -> Result<()> {
-    let Some(value) = value else { return Ok(()) };
-    if !value.is_object() {
-        return Err(Error::invalid(field, "must be a JSON object"));
-    }
-    let size = v::compact_len(value)?;
-    if size > v::JSON_MAX_BYTES {
-        return Err(Error::invalid(
-            field,
-            format!(
-                "is {size} bytes as compact JSON; the limit is {} bytes (256 KiB)",
-                v::JSON_MAX_BYTES
-            ),
-        ));
-    }
-    Ok(())
+    value.as_ref().map_or(Ok(()), |v| v::json_value(field, v))
 }
 
 fn redacted_json_text(value: &Option<Value>) -> Result<Option<String>> {
@@ -555,7 +541,11 @@ impl Ledger {
                 text_field,
                 t,
                 1,
-                v::REASON_MAX.max(v::RESULT_MAX),
+                if verb == Verb::Complete {
+                    v::RESULT_MAX
+                } else {
+                    v::REASON_MAX
+                },
                 Lines::Multi,
             )?;
         }

@@ -177,6 +177,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     let probe = migrate::probe(&conn).map_err(db_err)?;
     migrate::check_probe(&probe, &display)?;
     // Ours (or brand new and empty): now it is safe to tighten its mode.
+    // -wal/-shm created from here on take the DB file's (now 0600) mode.
     tighten_existing(&cfg.path)?;
 
     set_wal(&conn, cfg.busy_timeout_ms).map_err(db_err)?;
@@ -198,9 +199,6 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
             migrate::MigrateError::Refused(e) => e,
         })?;
     }
-    // SQLite creates -wal/-shm with the DB file's mode (0600); tighten any
-    // that appeared while opening an earlier, looser file.
-    tighten_existing(&cfg.path)?;
     Ok(conn)
 }
 
