@@ -37,6 +37,8 @@ pub enum ErrorCode {
     StoreVersionTooNew,
     /// An I/O failure: disk full, read-only file, permission denied. Exit 6.
     StoreIo,
+    /// `verify` found an event whose hash chain does not hold. Exit 6.
+    LedgerTampered,
     /// A bug or an unexpected condition. Exit 1.
     Internal,
 }
@@ -75,6 +77,7 @@ impl ErrorCode {
             info("STORE_VERSION_TOO_NEW", 6, false),
         ),
         (Self::StoreIo, info("STORE_IO", 6, false)),
+        (Self::LedgerTampered, info("LEDGER_TAMPERED", 6, false)),
         (Self::Internal, info("INTERNAL", 1, false)),
     ];
 
@@ -248,6 +251,24 @@ pub enum Error {
         /// What SQLite reported, classified.
         context: String,
     },
+    /// LEDGER_TAMPERED: the first broken link `verify` found.
+    #[error("session {session_id}: the event chain breaks at seq {seq} ({problem}; expected {expected}, found {found}); {broken_sessions} session(s) broken in all")]
+    Tampered {
+        /// The session whose chain breaks.
+        session_id: String,
+        /// The seq at which it breaks (the first event that does not hold).
+        seq: i64,
+        /// What does not hold: `hash`, `prev_hash`, `seq` (a gap or
+        /// reordering), `missing_events` (fewer events than the session's
+        /// rev), or `orphan_events` (events of no session).
+        problem: String,
+        /// What the chain requires there (hex hash, or a seq / count).
+        expected: String,
+        /// What the database holds.
+        found: String,
+        /// How many sessions have a broken chain.
+        broken_sessions: u64,
+    },
     /// INTERNAL.
     #[error("internal error: {message}")]
     Internal {
@@ -275,6 +296,7 @@ impl Error {
             Error::Corrupt { .. } => ErrorCode::StoreCorrupt,
             Error::VersionTooNew { .. } => ErrorCode::StoreVersionTooNew,
             Error::Io { .. } | Error::StoreIo { .. } => ErrorCode::StoreIo,
+            Error::Tampered { .. } => ErrorCode::LedgerTampered,
             Error::Internal { .. } => ErrorCode::Internal,
         }
     }
@@ -313,6 +335,21 @@ impl Error {
                 found,
                 supported,
             } => json!({"path": path, "found": found, "supported": supported}),
+            Error::Tampered {
+                session_id,
+                seq,
+                problem,
+                expected,
+                found,
+                broken_sessions,
+            } => json!({
+                "session_id": session_id,
+                "seq": seq,
+                "problem": problem,
+                "expected": expected,
+                "found": found,
+                "broken_sessions": broken_sessions,
+            }),
             Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
         }
     }
@@ -393,6 +430,7 @@ mod tests {
                 ("STORE_CORRUPT", 6, false),
                 ("STORE_VERSION_TOO_NEW", 6, false),
                 ("STORE_IO", 6, false),
+                ("LEDGER_TAMPERED", 6, false),
                 ("INTERNAL", 1, false),
             ]
         );

@@ -25,6 +25,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod chain;
 pub mod clock;
 pub mod error;
 pub mod ledger;

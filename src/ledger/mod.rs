@@ -6,7 +6,10 @@
 //! can always checkpoint. Several handles in several processes may use one
 //! file at once (SPEC §6).
 
+mod chain;
 mod sessions;
+
+pub use chain::{ChainHead, VerifyReport};
 
 pub use sessions::{
     AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,

@@ -185,7 +185,7 @@ pub const LIST_LIMIT_DEFAULT: i64 = 20;
 /// Largest page size of `list` and `events`.
 pub const LIST_LIMIT_MAX: i64 = 1000;
 
-fn parse_session_id(id: &str) -> Result<SessionId> {
+pub(crate) fn parse_session_id(id: &str) -> Result<SessionId> {
     id.parse::<SessionId>()
         .map_err(|e| Error::invalid("session_id", e.to_string()))
 }

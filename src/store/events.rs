@@ -1,6 +1,7 @@
 //! SQL for `events`: append, replay, idempotency look-ups.
 
 use super::codec::{opt_json, opt_text, text};
+use crate::chain;
 use crate::error::LatestEvent;
 use crate::model::{ActorType, Event};
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -10,14 +11,19 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 /// backwards). The subquery is correlated on `s.session_id` rather than
 /// bound to `?1`: a bound `max(seq) … WHERE session_id = ?1` makes SQLite
 /// re-prepare the statement on every call.
+///
+/// The third column is the previous event's `hash` (NULL before the first
+/// event), the new event's `prev_hash`.
 pub const SELECT_NEXT_EVENT: &str = "SELECT (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
-     WHERE e.session_id = s.session_id), s.updated_at_ms FROM sessions s WHERE s.session_id = ?1";
+     WHERE e.session_id = s.session_id), s.updated_at_ms, (SELECT e.hash FROM events e \
+     WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1) \
+     FROM sessions s WHERE s.session_id = ?1";
 
 /// Appends one event. The `events_seq_contiguous` trigger refuses a seq that
 /// is not the session's previous max + 1. (Not `INSERT … SELECT` from
 /// `events`: SQLite would buffer that through a temp table on every call.)
 pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
-     detail, data, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+     detail, data, run_id, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Records the idempotency key an event was produced with.
 pub const INSERT_KEY: &str = "INSERT INTO idempotency_keys (key_sha256, session_id, event_id, \
@@ -70,18 +76,37 @@ pub struct NewEvent<'a> {
 
 /// Appends an event; returns its `(event_id, seq)`.
 pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i64, i64)> {
-    let (seq, at_ms): (i64, i64) = conn
-        .prepare_cached(SELECT_NEXT_EVENT)?
-        .query_row(params![e.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (seq, at_ms, prev): (i64, i64, Option<Vec<u8>>) =
+        conn.prepare_cached(SELECT_NEXT_EVENT)?
+            .query_row(params![e.session_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+    let prev = chain_link(prev.as_deref());
+    let actor = e.actor_type.as_str();
+    let hash = chain::event_hash(
+        &prev,
+        &chain::EventFields {
+            session_id: e.session_id.as_bytes(),
+            seq,
+            event_type: e.event_type.as_bytes(),
+            at_ms,
+            actor_type: actor.as_bytes(),
+            detail: e.detail.map(str::as_bytes),
+            data: e.data.map(str::as_bytes),
+            run_id: None,
+        },
+    );
     conn.prepare_cached(INSERT_EVENT)?.execute(params![
         e.session_id,
         seq,
         e.event_type,
         at_ms,
-        e.actor_type.as_str(),
+        actor,
         e.detail,
         e.data,
         Option::<&str>::None,
+        &prev[..],
+        &hash[..],
     ])?;
     let event_id = conn.last_insert_rowid();
     if let Some((key, digest)) = e.idempotency {
@@ -93,6 +118,19 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
         ])?;
     }
     Ok((event_id, seq))
+}
+
+/// The `prev_hash` for an event after one whose hash is `prev` (`None`
+/// before a session's first event: [`chain::GENESIS`]). Stored hashes are 32
+/// bytes (a CHECK constraint); anything else is copied in as far as it goes,
+/// so the insert trigger refuses the link rather than this code panicking.
+pub fn chain_link(prev: Option<&[u8]>) -> [u8; 32] {
+    let mut out = chain::GENESIS;
+    if let Some(p) = prev {
+        let n = p.len().min(32);
+        out[..n].copy_from_slice(&p[..n]);
+    }
+    out
 }
 
 /// Maps a row of [`SELECT_EVENTS`].

@@ -5,6 +5,7 @@
 //! transaction and call these helpers.
 
 pub mod busy;
+pub mod chain;
 pub mod codec;
 pub mod events;
 pub mod list;

@@ -5,7 +5,7 @@
 //! file runs in a few minutes on a 2-core machine; each such test says so.
 
 use crate::common::{
-    assert_error, assert_rev_matches_events, bin, race, rev_and_events, Run, TestEnv,
+    assert_error, assert_rev_matches_events, bin, race, raw_append, rev_and_events, Run, TestEnv,
 };
 use logbook::store::open::JOURNAL_SIZE_LIMIT_BYTES;
 use logbook::{
@@ -1515,13 +1515,7 @@ fn c18_invalid_utf8_in_the_db_reads_as_replacement_characters() {
             [s2],
         )
         .unwrap();
-        c.execute(
-            "INSERT INTO events(session_id, seq, type, at_ms, actor_type, detail)
-             SELECT session_id, max(seq) + 1, 'x.raw', max(at_ms), 'cli', CAST(X'C328' AS TEXT)
-             FROM events WHERE session_id = ?1",
-            [s2],
-        )
-        .unwrap();
+        raw_append(&c, s2, "x.raw", b"\xC3\x28");
     }
     let bad_title = "f\u{FFFD}o";
     let bad_detail = "\u{FFFD}(";
@@ -2181,7 +2175,7 @@ fn c25_first_open_under_a_held_lock_is_store_busy_and_writes_nothing() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!(hist, (1, 1));
+    assert_eq!(hist, (2, 2));
     let ic: String = c
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();

@@ -226,3 +226,46 @@ pub fn race(dir: &Path, cmds: Vec<Command>) -> Vec<Run> {
     let _ = std::fs::remove_file(&fifo);
     runs
 }
+
+/// Appends one event by raw SQL, as another SQLite client could: next seq,
+/// the given type and raw detail bytes (stored as TEXT, valid UTF-8 or not),
+/// correctly chained (prev_hash and hash as `logbook::chain` computes them).
+pub fn raw_append(c: &rusqlite::Connection, session: &str, event_type: &str, detail: &[u8]) {
+    let (seq, at_ms, prev): (i64, i64, Option<Vec<u8>>) = c
+        .query_row(
+            "SELECT coalesce(max(seq) + 1, 0), coalesce(max(at_ms), 0),
+                    (SELECT hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
+             FROM events WHERE session_id = ?1",
+            [session],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let prev: [u8; 32] = prev.map_or(logbook::chain::GENESIS, |p| p.try_into().unwrap());
+    let hash = logbook::chain::event_hash(
+        &prev,
+        &logbook::chain::EventFields {
+            session_id: session.as_bytes(),
+            seq,
+            event_type: event_type.as_bytes(),
+            at_ms,
+            actor_type: b"cli",
+            detail: Some(detail),
+            data: None,
+            run_id: None,
+        },
+    );
+    c.execute(
+        "INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, 'cli', CAST(?5 AS TEXT), ?6, ?7)",
+        rusqlite::params![
+            session,
+            seq,
+            event_type,
+            at_ms,
+            detail,
+            &prev[..],
+            &hash[..]
+        ],
+    )
+    .unwrap();
+}

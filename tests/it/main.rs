@@ -3,6 +3,7 @@
 //! same files with plain SQLite to check what is stored.
 
 mod cases;
+mod chain;
 mod cli_errors;
 mod cli_session;
 mod common;

@@ -75,11 +75,19 @@ fn raw_sql_cannot_insert_a_seq_gap_or_duplicate() {
             "{msg}"
         );
     }
-    // The next seq is allowed (raw appends are possible, gaps are not)…
-    c.execute_batch(&format!(
+    // The next seq without a hash, or with a prev_hash that is not the
+    // previous event's hash, is refused too…
+    let msg = abort_msg(&c, &format!(
         "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('{live}', 2, 'x.raw', 0, 'cli')"
-    ))
-    .unwrap();
+    ));
+    assert!(msg.contains("prev_hash"), "{msg}");
+    let msg = abort_msg(&c, &format!(
+        "INSERT INTO events (session_id, seq, type, at_ms, actor_type, prev_hash, hash) VALUES ('{live}', 2, 'x.raw', 0, 'cli', zeroblob(32), zeroblob(32))"
+    ));
+    assert!(msg.contains("prev_hash"), "{msg}");
+    // …a correctly chained next event is allowed (raw appends are possible,
+    // gaps are not)…
+    raw_append(&c, &live, "x.raw", b"raw");
     // …and a brand-new session's first event must be seq 0.
     let msg = abort_msg(&c, "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('ses_00000000000000aa', 1, 'x', 0, 'cli')");
     assert!(msg.contains("previous max seq + 1"), "{msg}");
@@ -395,7 +403,7 @@ fn fresh_db_migrates_with_one_history_row_and_header() {
         .unwrap();
     assert_eq!(
         (ver, app, hist, ic.as_str(), fk),
-        (1, 0x4C47_424B, 1, "ok", 0)
+        (2, 0x4C47_424B, 2, "ok", 0)
     );
     let mode: String = c
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))

@@ -1,0 +1,184 @@
+//! `verify`: recompute every session's hash chain (issue 3 §2).
+
+use super::sessions::parse_session_id;
+use super::Ledger;
+use crate::chain::GENESIS;
+use crate::error::{Error, Result};
+use crate::store::chain as sql;
+use serde::Serialize;
+
+/// What `verify` checked, when every chain holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Sessions whose chains were recomputed.
+    pub sessions: u64,
+    /// Events recomputed.
+    pub events: u64,
+    /// For each session asked for by id: its event count and head hash
+    /// (the hash of its newest event). Record a head elsewhere to anchor the
+    /// chain: it is what makes a wholesale rewrite evident too.
+    pub heads: Vec<ChainHead>,
+}
+
+/// A session's chain head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainHead {
+    /// The session.
+    pub session_id: String,
+    /// Its number of events.
+    pub events: u64,
+    /// Hex SHA-256 of its newest event.
+    pub head_hash: String,
+}
+
+/// The first problem in one session's chain.
+struct Break {
+    seq: i64,
+    problem: &'static str,
+    expected: String,
+    found: String,
+}
+
+/// Walks one session's chain; `(events, head, first break)`.
+fn check_session(
+    conn: &rusqlite::Connection,
+    id: &str,
+    rev: i64,
+) -> rusqlite::Result<(u64, [u8; 32], Option<Break>)> {
+    let mut count = 0u64;
+    let mut prev = GENESIS;
+    let mut broken: Option<Break> = None;
+    sql::walk(conn, Some(id), |row| {
+        let want_seq = i64::try_from(count).unwrap_or(i64::MAX);
+        count += 1;
+        let brk = |problem, expected: String, found: String| Break {
+            seq: row.seq,
+            problem,
+            expected,
+            found,
+        };
+        if row.seq != want_seq {
+            broken = Some(Break {
+                seq: want_seq,
+                problem: "seq",
+                expected: want_seq.to_string(),
+                found: row.seq.to_string(),
+            });
+            return false;
+        }
+        let stored_prev = row.prev_hash.as_deref().unwrap_or_default();
+        if stored_prev != prev {
+            broken = Some(brk(
+                "prev_hash",
+                hex::encode(prev),
+                hex::encode(stored_prev),
+            ));
+            return false;
+        }
+        let want = row.expected_hash(&prev);
+        let found = row.hash.as_deref().unwrap_or_default();
+        if found != want {
+            broken = Some(brk("hash", hex::encode(want), hex::encode(found)));
+            return false;
+        }
+        prev = want;
+        true
+    })?;
+    // Every mutation bumps rev by one and appends at least one event, so a
+    // session with fewer events than its rev lost some from the end.
+    if broken.is_none() && i64::try_from(count).unwrap_or(i64::MAX) < rev {
+        broken = Some(Break {
+            seq: i64::try_from(count).unwrap_or(i64::MAX),
+            problem: "missing_events",
+            expected: format!("at least {rev} events"),
+            found: format!("{count} events"),
+        });
+    }
+    Ok((count, prev, broken))
+}
+
+impl Ledger {
+    /// Recomputes the hash chain of the given sessions (all sessions when
+    /// `ids` is empty) in one read snapshot.
+    ///
+    /// Checks, per session: seqs run 0, 1, 2, … with no gap; each
+    /// `prev_hash` is the previous event's hash (zeros first); each `hash` is
+    /// the SHA-256 of the encoding `logbook::chain` documents; and the
+    /// session has at least `rev` events. With no ids it also looks for
+    /// events of no session.
+    ///
+    /// # Errors
+    /// LEDGER_TAMPERED with the first broken link (session, seq, problem,
+    /// expected, found) and the number of broken sessions; INVALID_ARGUMENT
+    /// for a malformed id; SESSION_NOT_FOUND.
+    pub fn verify(&self, ids: &[String]) -> Result<VerifyReport> {
+        for id in ids {
+            parse_session_id(id)?;
+        }
+        self.read(|conn| {
+            let db = |e| self.db_err(e);
+            let mut report = VerifyReport {
+                sessions: 0,
+                events: 0,
+                heads: Vec::new(),
+            };
+            let mut first: Option<(String, Break)> = None;
+            let mut broken_sessions = 0u64;
+            let mut one = |id: String, rev: i64, head: bool| -> rusqlite::Result<()> {
+                let (n, hash, brk) = check_session(conn, &id, rev)?;
+                report.sessions += 1;
+                report.events += n;
+                if let Some(b) = brk {
+                    broken_sessions += 1;
+                    if first.is_none() {
+                        first = Some((id.clone(), b));
+                    }
+                }
+                if head {
+                    report.heads.push(ChainHead {
+                        session_id: id,
+                        events: n,
+                        head_hash: hex::encode(hash),
+                    });
+                }
+                Ok(())
+            };
+            if ids.is_empty() {
+                sql::sessions_by_id(conn, |id, rev| one(id, rev, false).map(|()| true))
+                    .map_err(db)?;
+                if let Some((id, seq)) = sql::first_orphan(conn).map_err(db)? {
+                    broken_sessions += 1;
+                    if first.is_none() {
+                        first = Some((
+                            id,
+                            Break {
+                                seq,
+                                problem: "orphan_events",
+                                expected: "no events".into(),
+                                found: "events of a session that does not exist".into(),
+                            },
+                        ));
+                    }
+                }
+            } else {
+                for id in ids {
+                    let Some(rev) = sql::session_rev(conn, id).map_err(db)? else {
+                        return Err(Error::SessionNotFound { id: id.clone() });
+                    };
+                    one(id.clone(), rev, true).map_err(db)?;
+                }
+            }
+            match first {
+                Some((session_id, b)) => Err(Error::Tampered {
+                    session_id,
+                    seq: b.seq,
+                    problem: b.problem.into(),
+                    expected: b.expected,
+                    found: b.found,
+                    broken_sessions,
+                }),
+                None => Ok(report),
+            }
+        })
+    }
+}

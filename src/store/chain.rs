@@ -1,0 +1,188 @@
+//! SQL for the hash chain: walking every event in chain order, filling in
+//! the hashes of rows older than schema V2, and reading each session's head.
+
+use crate::chain::{self, EventFields};
+use rusqlite::{params, Connection, Row};
+
+/// Every event of every session (or of one session, `?1`), in chain order.
+/// Reads the `(session_id, seq)` index, so the walk streams.
+const WALK_ALL: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
+     data, run_id, prev_hash, hash FROM events ORDER BY session_id, seq";
+const WALK_ONE: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
+     data, run_id, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq";
+
+/// One event as the chain sees it: raw stored bytes.
+#[derive(Debug, Clone)]
+pub struct ChainRow {
+    /// `events.event_id`.
+    pub event_id: i64,
+    /// `events.session_id`, raw bytes.
+    pub session_id: Vec<u8>,
+    /// `events.seq`.
+    pub seq: i64,
+    event_type: Vec<u8>,
+    at_ms: i64,
+    actor_type: Vec<u8>,
+    detail: Option<Vec<u8>>,
+    data: Option<Vec<u8>>,
+    run_id: Option<Vec<u8>>,
+    /// `events.prev_hash` as stored (NULL before V2's backfill).
+    pub prev_hash: Option<Vec<u8>>,
+    /// `events.hash` as stored.
+    pub hash: Option<Vec<u8>>,
+}
+
+impl ChainRow {
+    /// The hash this row should carry after a predecessor hashed `prev`.
+    pub fn expected_hash(&self, prev: &[u8; 32]) -> [u8; 32] {
+        chain::event_hash(
+            prev,
+            &EventFields {
+                session_id: &self.session_id,
+                seq: self.seq,
+                event_type: &self.event_type,
+                at_ms: self.at_ms,
+                actor_type: &self.actor_type,
+                detail: self.detail.as_deref(),
+                data: self.data.as_deref(),
+                run_id: self.run_id.as_deref(),
+            },
+        )
+    }
+}
+
+fn bytes(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(opt_bytes(row, i)?.unwrap_or_default())
+}
+
+fn opt_bytes(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
+        ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
+        ValueRef::Real(f) => Some(f.to_string().into_bytes()),
+    })
+}
+
+fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Integer(n) => n,
+        _ => i64::MIN,
+    })
+}
+
+fn map_row(row: &Row<'_>) -> rusqlite::Result<ChainRow> {
+    Ok(ChainRow {
+        event_id: int(row, 0)?,
+        session_id: bytes(row, 1)?,
+        seq: int(row, 2)?,
+        event_type: bytes(row, 3)?,
+        at_ms: int(row, 4)?,
+        actor_type: bytes(row, 5)?,
+        detail: opt_bytes(row, 6)?,
+        data: opt_bytes(row, 7)?,
+        run_id: opt_bytes(row, 8)?,
+        prev_hash: opt_bytes(row, 9)?,
+        hash: opt_bytes(row, 10)?,
+    })
+}
+
+/// Calls `f` on every event of `session` (or of all sessions), in chain
+/// order: by session id, then seq. Stops early when `f` returns `false`.
+pub fn walk(
+    conn: &Connection,
+    session: Option<&str>,
+    mut f: impl FnMut(ChainRow) -> bool,
+) -> rusqlite::Result<()> {
+    let mut stmt;
+    let mut rows = match session {
+        Some(id) => {
+            stmt = conn.prepare_cached(WALK_ONE)?;
+            stmt.query(params![id])?
+        }
+        None => {
+            stmt = conn.prepare_cached(WALK_ALL)?;
+            stmt.query([])?
+        }
+    };
+    while let Some(row) = rows.next()? {
+        if !f(map_row(row)?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Fills `prev_hash` and `hash` of every event that has none (rows written
+/// before schema V2), in chain order. Runs inside the migration's
+/// transaction; the V2 `events_no_update` trigger allows exactly this.
+pub fn backfill(conn: &Connection) -> rusqlite::Result<u64> {
+    let mut update =
+        conn.prepare("UPDATE events SET prev_hash = ?2, hash = ?3 WHERE event_id = ?1")?;
+    let mut pending: Vec<(i64, [u8; 32], [u8; 32])> = Vec::new();
+    let mut filled = 0u64;
+    let mut session: Vec<u8> = Vec::new();
+    let mut prev = chain::GENESIS;
+    // Collected first, applied after the walk: no statement reads rows that
+    // another statement is changing. (About 80 bytes per event, once.)
+    walk(conn, None, |row| {
+        if row.session_id != session {
+            session.clone_from(&row.session_id);
+            prev = chain::GENESIS;
+        }
+        let hash = match row.hash.as_deref() {
+            Some(h) => crate::store::events::chain_link(Some(h)),
+            None => {
+                let h = row.expected_hash(&prev);
+                pending.push((row.event_id, prev, h));
+                h
+            }
+        };
+        prev = hash;
+        true
+    })?;
+    for (event_id, prev_hash, hash) in pending {
+        update.execute(params![event_id, &prev_hash[..], &hash[..]])?;
+        filled += 1;
+    }
+    Ok(filled)
+}
+
+/// Every session's id and rev, by id: the sessions `verify` walks.
+pub fn sessions_by_id(
+    conn: &Connection,
+    mut f: impl FnMut(String, i64) -> rusqlite::Result<bool>,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare("SELECT session_id, rev FROM sessions ORDER BY session_id")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        if !f(super::codec::text(row, 0)?, row.get(1)?)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The rev of one session, if it exists.
+pub fn session_rev(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached("SELECT rev FROM sessions WHERE session_id = ?1")?
+        .query_row(params![id], |r| r.get(0))
+        .optional()
+}
+
+/// The first event whose session does not exist (only possible with the
+/// triggers and foreign keys off): `(session_id, seq)`.
+pub fn first_orphan(conn: &Connection) -> rusqlite::Result<Option<(String, i64)>> {
+    use rusqlite::OptionalExtension;
+    conn.query_row(
+        "SELECT e.session_id, e.seq FROM events e \
+         WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = e.session_id) \
+         ORDER BY e.event_id LIMIT 1",
+        [],
+        |r| Ok((super::codec::text(r, 0)?, r.get(1)?)),
+    )
+    .optional()
+}
