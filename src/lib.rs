@@ -37,8 +37,9 @@ pub mod validate;
 pub use clock::Clock;
 pub use error::{Error, ErrorCode, Result};
 pub use ledger::{
-    AppendEvent, CheckpointRequest, CreateSession, EventPage, Ledger, LedgerOptions, ListSessions,
-    Mutation, Resolved, ResolvedState, SessionPage, SessionView,
+    AppendEvent, ChainHead, CheckpointRequest, CreateSession, EventPage, FeedPage, FeedQuery,
+    Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,
+    SessionView, VerifyReport,
 };
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
 pub use store::SyncMode;

@@ -78,6 +78,19 @@ enum Command {
         after_help = "Example:\n  logbook verify\n  logbook verify ses_1a2b3c4d5e6f7081 --json"
     )]
     Verify(timeline::VerifyArgs),
+    /// Print the global event feed: every session's events by event_id
+    ///
+    /// Without --follow, prints one page and its next cursor; pass that
+    /// cursor as --after to go on. With --follow, prints events as they
+    /// commit — every one exactly once, in event_id order — until
+    /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
+    /// events have been printed. Under --json a page is one envelope
+    /// {"events":[…],"next_cursor":C}; a follow prints JSON Lines, one event
+    /// object per line. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
+    #[command(
+        after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
+    )]
+    Events(timeline::EventsArgs),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -104,6 +117,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Session(cmd) => session::run(cmd, &cli.global, &out),
         Command::Verify(args) => timeline::verify(args, &cli.global, &out),
+        Command::Events(args) => timeline::events(args, &cli.global, &out),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -61,6 +61,38 @@ pub fn write_stdout(bytes: &[u8]) {
     }
 }
 
+/// Writes to stdout for a stream (`events --follow`): `false` once the
+/// reader has gone (broken pipe), so the stream can end with exit 0; other
+/// failures are reported as [`write_stdout`] does, and also end it.
+pub fn write_stdout_open(bytes: &[u8]) -> bool {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            OUTPUT_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+            write_stderr(&format!("error[INTERNAL]: cannot write the output: {e}\n"));
+            false
+        }
+    }
+}
+
+/// Whether stdout is a pipe or socket whose reader has gone, checked
+/// without writing (`poll` reports POLLERR/POLLHUP on it): an idle follower
+/// notices a closed pipe without waiting for the next event.
+pub fn stdout_closed() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)),
+        _ => false,
+    }
+}
+
 /// Whether [`write_stdout`] failed (other than a closed pipe).
 pub fn output_failed() -> bool {
     OUTPUT_FAILED.load(std::sync::atomic::Ordering::SeqCst)

@@ -31,3 +31,101 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
     });
     Ok(())
 }
+
+/// `logbook events`
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Start after this cursor (an event_id; 0 = from the first event)
+    #[arg(long, value_name = "CURSOR", allow_hyphen_values = true)]
+    after: Option<String>,
+    /// Only this session's events (repeatable)
+    #[arg(long = "session", value_name = "ID")]
+    sessions: Vec<String>,
+    /// Only events of this type (repeatable), e.g. checkpoint, x.build
+    #[arg(long = "type", value_name = "TYPE")]
+    types: Vec<String>,
+    /// Page size, 1..=1000 [default: 100]; with --follow, exit after N events
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    limit: Option<i64>,
+    /// Keep printing events as they commit (JSON Lines under --json) until
+    /// interrupted (exit 0) or stdout closes
+    #[arg(long)]
+    follow: bool,
+}
+
+fn human_event(e: &logbook::Event) -> String {
+    let mut s = format!(
+        "#{} {} {} {:>3} {}",
+        e.event_id,
+        logbook::clock::format_ms(e.at_ms),
+        e.session_id,
+        e.seq,
+        super::render::clean(&e.event_type)
+    );
+    if let Some(d) = &e.detail {
+        s.push_str("  ");
+        s.push_str(&super::render::preview(d, 80));
+    }
+    s.push('\n');
+    s
+}
+
+pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
+    let ledger = open(global)?;
+    let q = logbook::FeedQuery {
+        after: args.after.clone(),
+        sessions: args.sessions.clone(),
+        types: args.types.clone(),
+        limit: if args.follow { None } else { args.limit },
+    };
+    if !args.follow {
+        let page = ledger.feed(&q)?;
+        out.success(&page, |p| {
+            let mut s: String = p.events.iter().map(human_event).collect();
+            s.push_str(&format!("next cursor: {}\n", p.next_cursor));
+            s
+        });
+        return Ok(());
+    }
+    if let Some(n) = args.limit {
+        if n < 1 {
+            return Err(logbook::Error::invalid("limit", "must be 1 or more"));
+        }
+    }
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let flag = std::sync::Arc::clone(&interrupted);
+        // Without a handler SIGINT would kill the process (exit 130).
+        let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    }
+    let mut left = args.limit;
+    ledger.follow(
+        &q,
+        std::time::Duration::from_millis(5),
+        |e| {
+            let line = if out.json {
+                match serde_json::to_string(e) {
+                    Ok(mut s) => {
+                        s.push('\n');
+                        s
+                    }
+                    Err(_) => return std::ops::ControlFlow::Break(()),
+                }
+            } else {
+                human_event(e)
+            };
+            if !super::output::write_stdout_open(line.as_bytes()) {
+                return std::ops::ControlFlow::Break(());
+            }
+            if let Some(n) = left.as_mut() {
+                *n -= 1;
+                if *n == 0 {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        },
+        || interrupted.load(std::sync::atomic::Ordering::SeqCst) || super::output::stdout_closed(),
+    )?;
+    Ok(())
+}

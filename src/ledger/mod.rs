@@ -7,9 +7,11 @@
 //! file at once (SPEC §6).
 
 mod chain;
+mod feed;
 mod sessions;
 
 pub use chain::{ChainHead, VerifyReport};
+pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
 
 pub use sessions::{
     AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,

@@ -512,7 +512,7 @@ impl Ledger {
         .map_err(|e| self.fill_path(e))
     }
 
-    fn fill_path(&self, e: Error) -> Error {
+    pub(super) fn fill_path(&self, e: Error) -> Error {
         match e {
             Error::Busy { .. } => Error::Busy {
                 timeout_ms: self.opts.busy_timeout_ms,

@@ -8,6 +8,7 @@ pub mod busy;
 pub mod chain;
 pub mod codec;
 pub mod events;
+pub mod feed;
 pub mod list;
 pub mod migrate;
 pub mod open;

@@ -9,6 +9,7 @@ mod cli_session;
 mod common;
 mod concurrency;
 mod durability;
+mod feed;
 mod hardening;
 mod helper;
 mod library;

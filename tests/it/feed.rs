@@ -1,0 +1,290 @@
+//! The global event feed and `--follow` (issue 3 §1).
+
+use crate::common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn spawn_follower(env: &TestEnv, extra: &[&str]) -> Child {
+    let mut c = env.command();
+    c.arg("--db")
+        .arg(env.path())
+        .args(["events", "--follow", "--json"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// Reads JSON lines from the child's stdout on a thread.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<Value> {
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn sigint(child: &Child) {
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY-free: libc::kill on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("follower did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn all_events(env: &TestEnv) -> Vec<(i64, String, i64, String)> {
+    let c = env.sql();
+    let mut st = c
+        .prepare("SELECT event_id, session_id, seq, type FROM events ORDER BY event_id")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// 8 writer processes commit 30 checkpoints each over 4 sessions while one
+/// follower runs from cursor 0: it prints every committed event exactly
+/// once, in event_id order, and exits 0 on SIGINT.
+#[test]
+fn a_follower_sees_every_event_exactly_once_in_order_under_8_writers() {
+    let env = TestEnv::new();
+    let sessions: Vec<String> = (0..4).map(|i| env.create(&format!("s{i}"))).collect();
+    let mut follower = spawn_follower(&env, &[]);
+    let rx = lines_of(&mut follower);
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let mut cmds = Vec::new();
+            for k in 0..30 {
+                let mut c = env.command();
+                c.arg("--db").arg(env.path()).args([
+                    "session",
+                    "checkpoint",
+                    &sessions[(w + k) % 4],
+                    "--step",
+                    &format!("w{w}-{k}"),
+                    "--json",
+                ]);
+                cmds.push(c);
+            }
+            std::thread::spawn(move || {
+                for mut c in cmds {
+                    let out = c.output().unwrap();
+                    assert_eq!(
+                        out.status.code(),
+                        Some(0),
+                        "{}",
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let want = all_events(&env);
+    assert_eq!(want.len(), 4 + 240);
+    let mut got = Vec::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while got.len() < want.len() && Instant::now() < until {
+        if let Ok(v) = rx.recv_timeout(Duration::from_millis(200)) {
+            got.push((
+                v["event_id"].as_i64().unwrap(),
+                v["session_id"].as_str().unwrap().to_owned(),
+                v["seq"].as_i64().unwrap(),
+                v["type"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    // Nothing more arrives: no duplicates after the last one either.
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+    assert_eq!(got, want);
+    let ids: Vec<i64> = got.iter().map(|e| e.0).collect();
+    assert_eq!(ids, (1..=244).collect::<Vec<i64>>());
+    sigint(&follower);
+    assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
+}
+
+/// An idle follower notices that its reader went away and exits 0 without
+/// waiting for another event; one that is writing exits 0 on the broken pipe.
+#[test]
+fn a_follower_exits_0_when_its_pipe_closes() {
+    let env = TestEnv::new();
+    env.create("a");
+    let mut follower = spawn_follower(&env, &[]);
+    let mut out = BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("\"type\":\"created\""), "{first}");
+    drop(out);
+    assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
+}
+
+/// `--limit N` with `--follow` exits 0 after N events; a later cursor
+/// resumes exactly after the last one printed.
+#[test]
+fn follow_with_limit_and_resume_from_cursor() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    for k in 0..5 {
+        env.json(&["session", "checkpoint", &s, "--step", &format!("k{k}")]);
+    }
+    let r = env.run(&["events", "--follow", "--json", "--limit", "3"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ids: Vec<i64> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event_id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let r = env.run(&[
+        "events", "--follow", "--json", "--limit", "3", "--after", "3",
+    ]);
+    let ids: Vec<i64> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event_id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids, vec![4, 5, 6]);
+}
+
+/// While a follower waits it holds no read transaction: a TRUNCATE
+/// checkpoint from another connection completes and empties the WAL.
+#[test]
+fn an_idle_follower_holds_no_snapshot() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let mut follower = spawn_follower(&env, &[]);
+    let rx = lines_of(&mut follower);
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    env.json(&["session", "checkpoint", &s, "--step", "x"]);
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (busy, log, done): (i64, i64, i64) = env
+        .sql()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!((busy, log, done), (0, 0, 0));
+    // And it still follows afterwards.
+    env.json(&["session", "checkpoint", &s, "--step", "y"]);
+    let v = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(v["data"]["step"], "y");
+    sigint(&follower);
+    assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn feed_pages_filters_and_refusals() {
+    let env = TestEnv::new();
+    let a = env.create("a");
+    let b = env.create("b");
+    env.json(&["session", "checkpoint", &a, "--step", "a1"]);
+    env.json(&[
+        "session", "event", &b, "--type", "x.build", "--detail", "ok",
+    ]);
+    env.json(&["session", "complete", &a, "--result", "done"]);
+    let ids = |d: &Value| -> Vec<i64> {
+        d["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event_id"].as_i64().unwrap())
+            .collect()
+    };
+    let p1 = env.json(&["events", "--limit", "2"]).data();
+    assert_eq!(
+        (ids(&p1), p1["next_cursor"].as_str()),
+        (vec![1, 2], Some("2"))
+    );
+    let p2 = env.json(&["events", "--limit", "2", "--after", "2"]).data();
+    assert_eq!(
+        (ids(&p2), p2["next_cursor"].as_str()),
+        (vec![3, 4], Some("4"))
+    );
+    let p3 = env.json(&["events", "--limit", "2", "--after", "4"]).data();
+    assert_eq!((ids(&p3), p3["next_cursor"].as_str()), (vec![5], Some("5")));
+    let p4 = env.json(&["events", "--after", "5"]).data();
+    assert_eq!((ids(&p4), p4["next_cursor"].as_str()), (vec![], Some("5")));
+    // Filters: sessions (any of), types (any of).
+    let d = env.json(&["events", "--session", &a]).data();
+    assert_eq!(ids(&d), vec![1, 3, 5]);
+    let d = env
+        .json(&["events", "--session", &b, "--session", &a, "--limit", "2"])
+        .data();
+    assert_eq!(
+        (ids(&d), d["next_cursor"].as_str()),
+        (vec![1, 2], Some("2"))
+    );
+    let d = env
+        .json(&["events", "--type", "x.build", "--type", "completed"])
+        .data();
+    assert_eq!(
+        (ids(&d), d["next_cursor"].as_str()),
+        (vec![4, 5], Some("5"))
+    );
+    let d = env
+        .json(&["events", "--session", &b, "--type", "created"])
+        .data();
+    assert_eq!((ids(&d), d["next_cursor"].as_str()), (vec![2], Some("5")));
+    // Refusals.
+    for (args, field) in [
+        (vec!["events", "--after", "abc"], "after"),
+        (vec!["events", "--after", "-1"], "after"),
+        (vec!["events", "--limit", "0"], "limit"),
+        (vec!["events", "--limit", "1001"], "limit"),
+        (vec!["events", "--type", "Bad Type"], "type"),
+        (vec!["events", "--session", "nope"], "session_id"),
+    ] {
+        let e = assert_error(&env.json(&args), "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], field, "{args:?}");
+    }
+    assert_error(
+        &env.json(&["events", "--session", "ses_00000000000000aa"]),
+        "SESSION_NOT_FOUND",
+        3,
+    );
+    // Human form: one line per event and the cursor.
+    let r = env.run(&["events", "--session", &b]);
+    assert_eq!(r.code, 0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert!(
+        lines[1].starts_with("#4 ") && lines[1].contains(" x.build  ok"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2], "next cursor: 5");
+}
