@@ -39,7 +39,7 @@ pub use error::{Error, ErrorCode, Result};
 pub use ledger::{
     AppendEvent, ChainHead, CheckpointRequest, CreateSession, EventPage, FeedPage, FeedQuery,
     Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,
-    SessionView, VerifyReport,
+    SessionView, StageAction, StageRequest, VerifyReport,
 };
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
 pub use store::SyncMode;

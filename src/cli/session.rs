@@ -7,7 +7,7 @@ use logbook::clock::parse_time;
 use logbook::validate::json_object;
 use logbook::{
     AppendEvent, CheckpointRequest, CreateSession, Error, ListSessions, Mutation, Result, Session,
-    SessionStatus,
+    SessionStatus, StageAction, StageRequest,
 };
 use std::io::Read;
 
@@ -84,6 +84,17 @@ pub enum SessionCommand {
         after_help = "Example:\n  logbook session event ses_1a2b3c4d5e6f7081 --type x.test_run --detail \"42 passed\""
     )]
     Event(EventArgs),
+    /// Record a stage of an active session: start, complete, fail or retry
+    ///
+    /// Appends stage_started | stage_completed | stage_failed |
+    /// stage_retrying with data {"stage": NAME, "attempt": N} and sets the
+    /// session's stage to NAME. A failed stage does not fail the session.
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not active), SESSION_CONFLICT, STORE_BUSY.
+    #[command(
+        after_help = "Example:\n  logbook session stage ses_1a2b3c4d5e6f7081 start reproduce\n  logbook session stage ses_1a2b3c4d5e6f7081 retry verify --attempt 2 --reason \"flaky network\""
+    )]
+    Stage(StageArgs),
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +217,34 @@ pub struct ListArgs {
 pub struct TransitionArgs {
     /// Session id
     id: String,
+    /// Why (free text, up to 4096 characters)
+    #[arg(long, allow_negative_numbers = true)]
+    reason: Option<String>,
+    #[command(flatten)]
+    m: MutationArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum StageActionArg {
+    Start,
+    Complete,
+    Fail,
+    Retry,
+}
+
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    /// Session id
+    id: String,
+    /// What happened to the stage
+    #[arg(value_enum)]
+    action: StageActionArg,
+    /// Stage name, 1–128 characters
+    #[arg(allow_hyphen_values = true)]
+    name: String,
+    /// Which attempt this is, 1..=1000000
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    attempt: Option<i64>,
     /// Why (free text, up to 4096 characters)
     #[arg(long, allow_negative_numbers = true)]
     reason: Option<String>,
@@ -337,6 +376,23 @@ pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
         SessionCommand::List(a) => list(a, g, out),
         SessionCommand::Start(a) => {
             let s = open(g)?.start(&a.id, a.reason.clone(), &a.m.to_mutation())?;
+            print_session(out, &s);
+            Ok(())
+        }
+        SessionCommand::Stage(a) => {
+            let action = match a.action {
+                StageActionArg::Start => StageAction::Start,
+                StageActionArg::Complete => StageAction::Complete,
+                StageActionArg::Fail => StageAction::Fail,
+                StageActionArg::Retry => StageAction::Retry,
+            };
+            let req = StageRequest {
+                action,
+                name: a.name.clone(),
+                attempt: a.attempt,
+                reason: a.reason.clone(),
+            };
+            let s = open(g)?.stage(&a.id, req, &a.m.to_mutation())?;
             print_session(out, &s);
             Ok(())
         }

@@ -9,9 +9,11 @@
 mod chain;
 mod feed;
 mod sessions;
+mod stages;
 
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
+pub use stages::{StageAction, StageRequest, ATTEMPT_MAX};
 
 pub use sessions::{
     AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,

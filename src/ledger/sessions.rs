@@ -198,7 +198,7 @@ fn check_json(field: &str, value: &Option<Value>) -> Result<()> {
     value.as_ref().map_or(Ok(()), |v| v::json_value(field, v))
 }
 
-fn redacted_json_text(value: &Option<Value>) -> Result<Option<String>> {
+pub(super) fn redacted_json_text(value: &Option<Value>) -> Result<Option<String>> {
     match value {
         None => Ok(None),
         Some(val) => {
@@ -217,7 +217,7 @@ fn digest(parts: &impl Serialize) -> Result<String> {
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
 
-fn validate_key(m: &Mutation) -> Result<()> {
+pub(super) fn validate_key(m: &Mutation) -> Result<()> {
     if let Some(k) = &m.idempotency_key {
         v::token("idempotency_key", k, v::IDEMPOTENCY_KEY_MAX)?;
     }
@@ -238,7 +238,7 @@ fn key_reused() -> Error {
 
 /// Checks the idempotency key inside the transaction: `Some(session)` when
 /// this is a retry of an applied request (apply nothing again).
-fn replay(
+pub(super) fn replay(
     conn: &Connection,
     id: &str,
     key: Option<&str>,
@@ -260,7 +260,12 @@ fn db(e: rusqlite::Error) -> Error {
 }
 
 /// Reports why a conditional UPDATE changed no row.
-fn diagnose(conn: &Connection, id: &str, verb: Verb, if_rev: Option<i64>) -> Result<Error> {
+pub(super) fn diagnose(
+    conn: &Connection,
+    id: &str,
+    verb: Verb,
+    if_rev: Option<i64>,
+) -> Result<Error> {
     let Some((status, rev)) = ss::select_status_rev(conn, id).map_err(db)? else {
         return Ok(Error::SessionNotFound { id: id.to_owned() });
     };
@@ -311,16 +316,16 @@ struct CreateDigest<'a> {
 }
 
 #[derive(Serialize)]
-struct VerbDigest<'a> {
-    verb: &'static str,
-    text: Option<&'a str>,
-    step: Option<&'a str>,
-    data: Option<&'a str>,
-    if_rev: Option<i64>,
+pub(super) struct VerbDigest<'a> {
+    pub(super) verb: &'static str,
+    pub(super) text: Option<&'a str>,
+    pub(super) step: Option<&'a str>,
+    pub(super) data: Option<&'a str>,
+    pub(super) if_rev: Option<i64>,
 }
 
 /// The request digest, computed only when an idempotency key was given.
-fn key_digest(m: &Mutation, parts: &VerbDigest<'_>) -> Result<Option<String>> {
+pub(super) fn key_digest(m: &Mutation, parts: &VerbDigest<'_>) -> Result<Option<String>> {
     match m.idempotency_key {
         Some(_) => digest(parts).map(Some),
         None => Ok(None),
@@ -567,7 +572,7 @@ impl Ledger {
             Verb::Complete => (EventType::Completed, ss::UPDATE_COMPLETE),
             Verb::Fail => (EventType::Failed, ss::UPDATE_FAIL),
             Verb::Cancel => (EventType::Cancelled, ss::UPDATE_CANCEL),
-            Verb::Checkpoint | Verb::AppendEvent => {
+            Verb::Checkpoint | Verb::AppendEvent | Verb::Stage => {
                 return Err(Error::internal("transition() called for a non-status verb"))
             }
         };
@@ -601,7 +606,7 @@ impl Ledger {
 
     /// Appends the mutation's event; returns its seq.
     #[allow(clippy::too_many_arguments)]
-    fn append(
+    pub(super) fn append(
         &self,
         tx: &Connection,
         id: &str,
@@ -979,7 +984,7 @@ fn list_query(req: &ListSessions) -> Result<ListQuery> {
 }
 
 /// Reads the whole session after a mutation, in its transaction.
-fn read_back(tx: &Connection, id: &str) -> Result<Session> {
+pub(super) fn read_back(tx: &Connection, id: &str) -> Result<Session> {
     ss::find_session(tx, id)
         .map_err(db)?
         .ok_or_else(|| Error::internal("an updated session could not be read back"))
@@ -987,7 +992,7 @@ fn read_back(tx: &Connection, id: &str) -> Result<Session> {
 
 /// Runs one verb's conditional UPDATE (`sql[0]` unguarded, `sql[1]` with
 /// `--if-rev`); whether a row matched.
-fn conditional_update(
+pub(super) fn conditional_update(
     tx: &Connection,
     sql: [&str; 2],
     id: &str,

@@ -51,6 +51,14 @@ pub enum EventType {
     Failed,
     /// The session was cancelled.
     Cancelled,
+    /// A stage began (Amber seed).
+    StageStarted,
+    /// A stage finished.
+    StageCompleted,
+    /// A stage failed (the session does not).
+    StageFailed,
+    /// A stage is being tried again.
+    StageRetrying,
 }
 
 impl EventType {
@@ -65,6 +73,10 @@ impl EventType {
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
+            Self::StageStarted => "stage_started",
+            Self::StageCompleted => "stage_completed",
+            Self::StageFailed => "stage_failed",
+            Self::StageRetrying => "stage_retrying",
         }
     }
 }

@@ -93,11 +93,14 @@ pub enum Verb {
     Cancel,
     /// Appends an agent's own `x.` event; any non-terminal status, unchanged.
     AppendEvent,
+    /// Records a stage event (`stage_started` …) and sets `stage`; active
+    /// only, status unchanged (the Amber seed's stages).
+    Stage,
 }
 
 impl Verb {
     /// Every verb.
-    pub const VARIANTS: [Verb; 8] = [
+    pub const VARIANTS: [Verb; 9] = [
         Self::Start,
         Self::Pause,
         Self::Resume,
@@ -106,6 +109,7 @@ impl Verb {
         Self::Fail,
         Self::Cancel,
         Self::AppendEvent,
+        Self::Stage,
     ];
 
     /// The verb's name as used in messages and the CLI.
@@ -119,6 +123,7 @@ impl Verb {
             Self::Fail => "fail",
             Self::Cancel => "cancel",
             Self::AppendEvent => "append an event to",
+            Self::Stage => "record a stage of",
         }
     }
 
@@ -127,7 +132,7 @@ impl Verb {
         use SessionStatus::*;
         match self {
             Self::Start => &[Pending],
-            Self::Pause | Self::Checkpoint | Self::Complete => &[Active],
+            Self::Pause | Self::Checkpoint | Self::Complete | Self::Stage => &[Active],
             Self::Resume => &[Paused],
             Self::Fail | Self::Cancel | Self::AppendEvent => &[Pending, Active, Paused],
         }
@@ -139,7 +144,7 @@ impl Verb {
         match self {
             Self::Start | Self::Resume => Active,
             Self::Pause => Paused,
-            Self::Checkpoint | Self::AppendEvent => from,
+            Self::Checkpoint | Self::AppendEvent | Self::Stage => from,
             Self::Complete => Completed,
             Self::Fail => Failed,
             Self::Cancel => Cancelled,

@@ -173,6 +173,13 @@ pub const UPDATE_TOUCH: [&str; 2] = [
     ),
 ];
 
+/// A stage event on an active session: sets `stage`. ?1 id, ?2 now ms,
+/// ?3 stage name; guarded: ?4 rev.
+pub const UPDATE_STAGE: [&str; 2] = [
+    update_sessions!(", stage = ?3", "status = 'active'", ""),
+    update_sessions!(", stage = ?3", "status = 'active'", " AND rev = ?4"),
+];
+
 /// Linked references of one session (sorted by kind and ordinal in Rust: an
 /// `ORDER BY` here makes SQLite re-prepare the statement on every binding).
 pub const SELECT_REFS: &str =
@@ -341,6 +348,7 @@ mod tests {
             (Verb::Cancel, UPDATE_CANCEL),
             (Verb::Checkpoint, UPDATE_CHECKPOINT),
             (Verb::AppendEvent, UPDATE_TOUCH),
+            (Verb::Stage, UPDATE_STAGE),
         ];
         for (verb, sql) in table {
             let list: Vec<String> = verb

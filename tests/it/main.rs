@@ -14,5 +14,6 @@ mod hardening;
 mod helper;
 mod library;
 mod schema;
+mod stages;
 mod walcount;
 mod write_path;

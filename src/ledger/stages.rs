@@ -1,0 +1,134 @@
+//! Stages (issue 3 §3; the Amber seed's `stage_*` events).
+
+use super::sessions::{
+    conditional_update, diagnose, key_digest, parse_session_id, read_back, replay, validate_key,
+    VerbDigest,
+};
+use super::{Ledger, Mutation};
+use crate::error::{Error, Result};
+use crate::model::{EventType, Session, Verb};
+use crate::redact::{redact, redact_opt};
+use crate::store::sessions as ss;
+use crate::validate::{self as v, Lines};
+use serde::Serialize;
+
+/// What happened to a stage: `session stage ID start|complete|fail|retry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageAction {
+    /// Event `stage_started`.
+    Start,
+    /// Event `stage_completed`.
+    Complete,
+    /// Event `stage_failed` (the session itself does not fail).
+    Fail,
+    /// Event `stage_retrying`.
+    Retry,
+}
+
+impl StageAction {
+    /// The event this action appends.
+    pub fn event_type(self) -> EventType {
+        match self {
+            Self::Start => EventType::StageStarted,
+            Self::Complete => EventType::StageCompleted,
+            Self::Fail => EventType::StageFailed,
+            Self::Retry => EventType::StageRetrying,
+        }
+    }
+}
+
+/// A stage request.
+#[derive(Debug, Clone)]
+pub struct StageRequest {
+    /// Start, complete, fail or retry.
+    pub action: StageAction,
+    /// The stage's name (1–128 characters, one line); becomes the session's
+    /// `stage`.
+    pub name: String,
+    /// Which attempt this is, 1..=1,000,000 (optional).
+    pub attempt: Option<i64>,
+    /// Why (e.g. what failed), up to 4096 characters; the event's `detail`.
+    pub reason: Option<String>,
+}
+
+/// Largest `attempt`.
+pub const ATTEMPT_MAX: i64 = 1_000_000;
+
+#[derive(Serialize)]
+struct StageData<'a> {
+    stage: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<i64>,
+}
+
+impl Ledger {
+    /// Records a stage event on an active session and sets its `stage` to
+    /// the name, in one transaction (rev + 1). The event is
+    /// `stage_started | stage_completed | stage_failed | stage_retrying`
+    /// with `data = {"stage": NAME, "attempt": N?}` and the reason as
+    /// `detail`. A failed stage does not fail the session.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (name, attempt, reason), SESSION_NOT_FOUND,
+    /// SESSION_INVALID_TRANSITION (not active), SESSION_CONFLICT,
+    /// STORE_BUSY.
+    pub fn stage(&self, id: &str, req: StageRequest, m: &Mutation) -> Result<Session> {
+        parse_session_id(id)?;
+        validate_key(m)?;
+        v::name("stage", &req.name)?;
+        if redact(&req.name) != req.name.as_str() {
+            return Err(Error::invalid(
+                "stage",
+                "looks like it holds a secret; stage names are stored as given",
+            ));
+        }
+        if let Some(a) = req.attempt {
+            if !(1..=ATTEMPT_MAX).contains(&a) {
+                return Err(Error::invalid(
+                    "attempt",
+                    format!("must be from 1 to {ATTEMPT_MAX}"),
+                ));
+            }
+        }
+        if let Some(r) = &req.reason {
+            v::text("reason", r, 1, v::REASON_MAX, Lines::Multi)?;
+        }
+        let reason = redact_opt(req.reason.as_deref());
+        let data = serde_json::to_string(&StageData {
+            stage: &req.name,
+            attempt: req.attempt,
+        })
+        .map_err(|e| Error::internal(format!("cannot encode stage data: {e}")))?;
+        let event_type = req.action.event_type();
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: event_type.as_str(),
+                text: reason.as_deref(),
+                step: Some(&req.name),
+                data: Some(&data),
+                if_rev: m.if_rev,
+            },
+        )?;
+        let now = self.now_ms();
+        self.write(|tx| {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return Ok(s);
+            }
+            if !conditional_update(tx, ss::UPDATE_STAGE, id, now, Some(&req.name), m.if_rev)? {
+                return Err(diagnose(tx, id, Verb::Stage, m.if_rev)?);
+            }
+            self.append(
+                tx,
+                id,
+                event_type.as_str(),
+                reason.as_deref(),
+                Some(&data),
+                m,
+                dg.as_deref(),
+            )?;
+            read_back(tx, id)
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+}
