@@ -269,6 +269,20 @@ pub enum Error {
         /// How many sessions have a broken chain.
         broken_sessions: u64,
     },
+    /// `doctor` found problems: the code is its first failing check's
+    /// (STORE_CORRUPT, LEDGER_TAMPERED or STORE_IO); the details hold the
+    /// whole report.
+    #[error("doctor found {problems} problem(s); the first: {first}")]
+    Unhealthy {
+        /// The first failing check's code.
+        code: ErrorCode,
+        /// How many checks failed.
+        problems: usize,
+        /// The first failing check, in words.
+        first: String,
+        /// The full report (`DoctorReport` as JSON).
+        report: Box<serde_json::Value>,
+    },
     /// INTERNAL.
     #[error("internal error: {message}")]
     Internal {
@@ -297,6 +311,7 @@ impl Error {
             Error::VersionTooNew { .. } => ErrorCode::StoreVersionTooNew,
             Error::Io { .. } | Error::StoreIo { .. } => ErrorCode::StoreIo,
             Error::Tampered { .. } => ErrorCode::LedgerTampered,
+            Error::Unhealthy { code, .. } => *code,
             Error::Internal { .. } => ErrorCode::Internal,
         }
     }
@@ -350,6 +365,7 @@ impl Error {
                 "found": found,
                 "broken_sessions": broken_sessions,
             }),
+            Error::Unhealthy { report, .. } => (**report).clone(),
             Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
         }
     }

@@ -3,6 +3,7 @@
 //! Each verb turns its arguments into a library request, calls one `Ledger`
 //! method and hands the result to the printer. Behaviour lives in the library.
 
+mod admin;
 mod exit;
 mod output;
 mod render;
@@ -91,6 +92,24 @@ enum Command {
         after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
     )]
     Events(timeline::EventsArgs),
+    /// Check the database: schema, integrity, foreign keys, hash chains,
+    /// journal mode, file modes, WAL size
+    ///
+    /// Exits 0 when every check passes. Otherwise it prints the report and
+    /// fails with the first failing check's code: STORE_CORRUPT (schema,
+    /// integrity, foreign keys, journal mode), LEDGER_TAMPERED (hash chain)
+    /// or STORE_IO (file modes, a WAL over 128 MiB) — exit 6 — with the
+    /// whole report as the error's details under --json.
+    #[command(after_help = "Example:\n  logbook doctor\n  logbook doctor --json")]
+    Doctor,
+    /// Write a consistent copy of the database to a new file, online
+    ///
+    /// Uses SQLite's backup API: the copy is one snapshot, taken while other
+    /// processes keep writing; it is checked, then renamed into place (mode
+    /// 0600). DEST must not exist. Restore by pointing --db (or LOGBOOK_DB)
+    /// at the copy, or moving it into place while no logbook runs.
+    #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
+    Backup(admin::BackupArgs),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -118,6 +137,8 @@ pub fn main() -> ExitCode {
         Command::Session(cmd) => session::run(cmd, &cli.global, &out),
         Command::Verify(args) => timeline::verify(args, &cli.global, &out),
         Command::Events(args) => timeline::events(args, &cli.global, &out),
+        Command::Doctor => admin::doctor(&cli.global, &out),
+        Command::Backup(args) => admin::backup(args, &cli.global, &out),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

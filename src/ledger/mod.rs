@@ -6,11 +6,13 @@
 //! can always checkpoint. Several handles in several processes may use one
 //! file at once (SPEC §6).
 
+mod admin;
 mod chain;
 mod feed;
 mod sessions;
 mod stages;
 
+pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
 pub use stages::{StageAction, StageRequest, ATTEMPT_MAX};

@@ -4,6 +4,7 @@
 //! helper works inside any transaction. Public `Ledger` methods open the
 //! transaction and call these helpers.
 
+pub mod admin;
 pub mod busy;
 pub mod chain;
 pub mod codec;

@@ -56,7 +56,7 @@ fn io_err(context: String, source: std::io::Error) -> Error {
 }
 
 /// Creates missing folders of `dir` with mode 0700 (whatever the umask).
-fn create_private_dirs(dir: &Path) -> Result<()> {
+pub(crate) fn create_private_dirs(dir: &Path) -> Result<()> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
@@ -91,7 +91,7 @@ fn tighten_mode(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn companion(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn companion(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)

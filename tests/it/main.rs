@@ -2,6 +2,7 @@
 //! They run the real `logbook` binary on temporary databases, and open the
 //! same files with plain SQLite to check what is stored.
 
+mod admin;
 mod cases;
 mod chain;
 mod cli_errors;

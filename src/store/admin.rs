@@ -1,0 +1,84 @@
+//! SQL for `doctor` and `backup`: SQLite's own checks and its online
+//! backup API.
+
+use rusqlite::Connection;
+use std::path::Path;
+
+/// `PRAGMA integrity_check`, at most 10 messages (`["ok"]` when sound).
+pub fn integrity_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare("PRAGMA integrity_check(10)")?;
+    let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}
+
+/// Rows that break a foreign key: `(table, rowid)`, at most 10.
+pub fn foreign_key_violations(conn: &Connection) -> rusqlite::Result<(i64, Vec<String>)> {
+    let n: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+        r.get(0)
+    })?;
+    let mut st = conn.prepare(
+        "SELECT \"table\" || ' rowid ' || coalesce(rowid, '?') || ' → ' || parent \
+         FROM pragma_foreign_key_check LIMIT 10",
+    )?;
+    let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+    Ok((n, rows.collect::<rusqlite::Result<Vec<_>>>()?))
+}
+
+/// `(user_version, newest version in refinery's history)`.
+pub fn schema_versions(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version), \
+                (SELECT coalesce(max(version), 0) FROM refinery_schema_history)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
+/// `(sessions, events, page_size, page_count, freelist_count, journal_mode)`.
+pub fn sizes(conn: &Connection) -> rusqlite::Result<(i64, i64, i64, i64, i64, String)> {
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM events), \
+                (SELECT page_size FROM pragma_page_size), (SELECT page_count FROM pragma_page_count), \
+                (SELECT freelist_count FROM pragma_freelist_count), \
+                (SELECT journal_mode FROM pragma_journal_mode)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+    )
+}
+
+/// Copies the whole database, as of one snapshot, into a new file at
+/// `dest` with SQLite's online backup API. One `step(-1)` copies every page
+/// under a single read transaction: writers of the source keep committing
+/// (WAL), and the copy is exactly the snapshot, never restarted. Returns the
+/// number of pages, sessions and events copied.
+pub fn backup_to(conn: &Connection, dest: &Path) -> rusqlite::Result<(i64, i64, i64)> {
+    use rusqlite::backup::{Backup, StepResult};
+    let mut out = Connection::open(dest)?;
+    {
+        let b = Backup::new(conn, &mut out)?;
+        loop {
+            match b.step(-1)? {
+                StepResult::Done => break,
+                StepResult::More | StepResult::Busy | StepResult::Locked => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                _ => break,
+            }
+        }
+    }
+    let counts: (i64, i64, i64) = out.query_row(
+        "SELECT (SELECT page_count FROM pragma_page_count), (SELECT count(*) FROM sessions), \
+                (SELECT count(*) FROM events)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let ok: String = out.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    if ok != "ok" {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            Some("the copy fails its quick_check".into()),
+        ));
+    }
+    out.close().map_err(|(_, e)| e)?;
+    Ok(counts)
+}
