@@ -1143,6 +1143,10 @@ fn c14_wal_shrinks_back_once_a_pinning_reader_ends() {
         pinned > limit,
         "the reader should pin the WAL past the limit: {pinned}"
     );
+    // doctor reports the WAL's size (under 2 × the limit it is not yet a
+    // problem).
+    let d = env.json(&["doctor"]).data();
+    assert_eq!(d["wal_bytes"].as_u64(), Some(pinned));
     let n: i64 = reader
         .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
         .unwrap();
@@ -1158,6 +1162,7 @@ fn c14_wal_shrinks_back_once_a_pinning_reader_ends() {
         after <= limit,
         "-wal is {after} bytes after the reader left (was {pinned})"
     );
+    assert_eq!(env.json(&["doctor"]).data()["wal_bytes"].as_u64(), Some(after));
     assert_eq!(
         assert_rev_matches_events(&env, &id),
         1 + written as i64 + 100
