@@ -30,7 +30,7 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if run("cli") {
@@ -50,6 +50,12 @@ fn main() {
     }
     if run("list") {
         list_section(dir.path());
+    }
+    if run("chain") {
+        chain_section(dir.path());
+    }
+    if run("follow") {
+        follow_section(dir.path());
     }
 }
 
@@ -326,6 +332,10 @@ fn writer(a: &[String]) {
     let start = now();
     let mut lat = Vec::with_capacity(ops);
     let mut errors = 0;
+    // With "stamps": also each op's step and the wall-clock ns its commit
+    // returned (the follow-latency section joins them with the follower).
+    let stamps = a.get(4).map(String::as_str) == Some("stamps");
+    let mut committed = Vec::new();
     for i in 0..ops {
         let t0 = Instant::now();
         let req = CheckpointRequest {
@@ -335,6 +345,9 @@ fn writer(a: &[String]) {
         if l.checkpoint(&a[1], req, &Mutation::default()).is_err() {
             errors += 1;
         }
+        if stamps {
+            committed.push(now());
+        }
         lat.push(t0.elapsed().as_secs_f64() * 1e6);
     }
     let end = now();
@@ -343,6 +356,9 @@ fn writer(a: &[String]) {
         pct(&mut lat, 0.99),
         pct(&mut lat, 1.0)
     );
+    for (i, ns) in committed.iter().enumerate() {
+        println!("w{i} {ns}");
+    }
 }
 
 fn run_writers(db: &Path, ids: &[String], ops: usize) -> (f64, f64, f64, usize) {
@@ -639,4 +655,255 @@ fn cli_section(dir: &Path) {
         "\nPeak RSS of any logbook command above (create, checkpoint, list, show): {:.1} MiB\n",
         rss as f64 / 1024.0
     );
+}
+
+// ------------------------------------------------------------ hash chain
+
+/// The library's checkpoint transaction, statement for statement (its own
+/// SQL constants), on a schema at V1 (no chain) or V2 (chain): the only
+/// difference is the chain's work — the previous hash read, SHA-256, 64
+/// more bytes per row, the trigger's link check.
+fn chain_db(path: &Path, chained: bool) -> (Connection, Vec<String>) {
+    let c = Connection::open(path).unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    c.pragma_update(None, "wal_autocheckpoint", 10_000).unwrap();
+    c.execute_batch(include_str!("../migrations/V1__core_ledger.sql"))
+        .unwrap();
+    if chained {
+        c.execute_batch(include_str!("../migrations/V2__event_hash_chain.sql"))
+            .unwrap();
+    }
+    c.execute_batch("BEGIN").unwrap();
+    let mut ids = Vec::new();
+    for i in 0..10_000i64 {
+        let id = format!("ses_{i:016x}");
+        c.execute(
+            "INSERT INTO sessions (session_id, status, title, app, actor_type, rev, created_at_ms, updated_at_ms) \
+             VALUES (?1, 'active', ?2, ?3, 'lib', 1, ?4, ?4)",
+            params![id, format!("session {i}"), format!("app{}", i % 7), i],
+        )
+        .unwrap();
+        chain_insert(&c, &id, "created", None, chained);
+        ids.push(id);
+    }
+    c.execute_batch("COMMIT").unwrap();
+    (c, ids)
+}
+
+fn chain_insert(c: &Connection, id: &str, typ: &str, data: Option<&str>, chained: bool) {
+    use logbook::store::events as ev;
+    if chained {
+        let e = ev::NewEvent {
+            session_id: id,
+            event_type: typ,
+            actor_type: logbook::ActorType::Lib,
+            detail: Some("a short note"),
+            data,
+            idempotency: None,
+        };
+        ev::insert_event(c, &e).unwrap();
+    } else {
+        // V1's statements: no hash column, no previous-hash subquery.
+        let (seq, at): (i64, i64) = c
+            .prepare_cached(
+                "SELECT (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
+                 WHERE e.session_id = s.session_id), s.updated_at_ms FROM sessions s WHERE s.session_id = ?1",
+            )
+            .unwrap()
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        c.prepare_cached(
+            "INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, run_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .unwrap()
+        .execute(params![
+            id,
+            seq,
+            typ,
+            at,
+            "lib",
+            "a short note",
+            data,
+            Option::<&str>::None
+        ])
+        .unwrap();
+    }
+}
+
+fn chain_checkpoint(c: &Connection, id: &str, n: usize, chained: bool) {
+    c.prepare_cached("BEGIN IMMEDIATE")
+        .unwrap()
+        .execute([])
+        .unwrap();
+    let changed = c
+        .prepare_cached(logbook::store::sessions::UPDATE_CHECKPOINT[0])
+        .unwrap()
+        .execute(params![id, 2_000_000_000_000i64 + n as i64])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let data = format!("{{\"step\":\"step {n}\"}}");
+    chain_insert(c, id, "checkpoint", Some(&data), chained);
+    c.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+}
+
+fn chain_section(dir: &Path) {
+    let (plain, ids) = chain_db(&dir.join("chain-v1.db"), false);
+    let (chained, _) = chain_db(&dir.join("chain-v2.db"), true);
+    let ops = 4_000;
+    let mut rng = Lcg(23);
+    let (mut v1, mut v2) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for _trial in 0..7 {
+        for (conn, rates, on) in [(&plain, &mut v1, false), (&chained, &mut v2, true)] {
+            let t = Instant::now();
+            for _ in 0..ops {
+                n += 1;
+                chain_checkpoint(conn, &ids[rng.next(ids.len())], n, on);
+            }
+            rates.push(ops as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    let (r1, r2) = (median(v1), median(v2));
+    // The same work through the whole library, for scale.
+    let (lib, lib_ids) = lib_open(&dir.join("chain-lib.db"), SyncMode::Normal);
+    let t = Instant::now();
+    for i in 0..ops {
+        let req = CheckpointRequest {
+            step: Some(format!("step {i}")),
+            note: Some("a short note".into()),
+            ..Default::default()
+        };
+        lib.checkpoint(&lib_ids[rng.next(lib_ids.len())], req, &Mutation::default())
+            .unwrap();
+    }
+    let lib_rate = ops as f64 / t.elapsed().as_secs_f64();
+    let extra_us = (1.0 / r2 - 1.0 / r1) * 1e6;
+    println!("## Hash chain overhead on the checkpoint path, synchronous=NORMAL\n");
+    println!("The checkpoint transaction with the library's own statements, on a V1 schema (no chain) and a V2 schema (chain); 10,000 sessions, random session per op; 7 interleaved trials of {ops} ops, median.\n");
+    println!("| | ops/s | ratio |\n|---|---|---|");
+    println!("| checkpoint transaction, no chain (V1) | {r1:.0} | 1.00 |");
+    println!(
+        "| checkpoint transaction with the chain (V2) | {r2:.0} | {:.3} |",
+        r2 / r1
+    );
+    println!(
+        "\nOverhead: {:.1}% of the bare transaction ({extra_us:.1} µs per op); {:.1}% of a whole `Ledger::checkpoint` ({lib_rate:.0} ops/s here).\n",
+        (r1 / r2 - 1.0) * 100.0,
+        extra_us / (1e6 / lib_rate) * 100.0
+    );
+}
+
+// ------------------------------------------------------------ follow
+
+fn follow_section(dir: &Path) {
+    use std::collections::HashMap;
+    use std::io::BufRead;
+    let db = dir.join("follow.db");
+    let l = Ledger::open(LedgerOptions::at(&db)).unwrap();
+    let ids: Vec<String> = (0..8)
+        .map(|i| {
+            l.create_session(CreateSession::titled(format!("f{i}")))
+                .unwrap()
+                .session_id
+                .to_string()
+        })
+        .collect();
+    let after = "8";
+    drop(l);
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_logbook"))
+        .args([
+            "--db",
+            db.to_str().unwrap(),
+            "events",
+            "--follow",
+            "--json",
+            "--after",
+            after,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = follower.stdout.take().unwrap();
+    let ops = 400usize;
+    let total = ops * ids.len();
+    let reader = std::thread::spawn(move || {
+        let mut seen: HashMap<(String, String), i64> = HashMap::new();
+        let mut lines = 0usize;
+        for line in std::io::BufReader::new(out).lines() {
+            let at = wall_ns();
+            lines += 1;
+            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let key = (
+                v["session_id"].as_str().unwrap().to_owned(),
+                v["data"]["step"].as_str().unwrap_or_default().to_owned(),
+            );
+            assert!(seen.insert(key, at).is_none(), "an event was printed twice");
+            if seen.len() == total {
+                break;
+            }
+        }
+        assert_eq!(lines, total);
+        seen
+    });
+    let start_at = wall_ns() / 1_000_000 + 1500;
+    let children: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--writer",
+                    db.to_str().unwrap(),
+                    id,
+                    &ops.to_string(),
+                    &start_at.to_string(),
+                    "stamps",
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut commits: Vec<((String, String), i64)> = Vec::new();
+    let mut span = (i64::MAX, 0i64);
+    for (c, id) in children.into_iter().zip(&ids) {
+        let out = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+        let mut lines = out.lines();
+        let f: Vec<i64> = lines
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        span = (span.0.min(f[0]), span.1.max(f[1]));
+        for l in lines {
+            let (step, ns) = l.split_once(' ').unwrap();
+            commits.push(((id.clone(), step.to_owned()), ns.parse().unwrap()));
+        }
+    }
+    let seen = reader.join().unwrap();
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let mut lat: Vec<f64> = commits
+        .iter()
+        .map(|(k, c)| (seen[k] - c) as f64 / 1e6)
+        .collect();
+    let rate = total as f64 / ((span.1 - span.0) as f64 / 1e9);
+    println!("## Follow latency under 8 writer processes\n");
+    println!("`logbook events --follow --json` (a separate process, polling `PRAGMA data_version` every 5 ms) while 8 writer processes commit {ops} checkpoints each as fast as they can ({rate:.0} commits/s in all, synchronous=NORMAL). Latency: from the writer's commit returning to the follower's line arriving on a pipe; {total} events, all seen exactly once.\n");
+    println!(
+        "| p50 | p99 | max |\n|---|---|---|\n| {:.2} ms | {:.2} ms | {:.2} ms |\n",
+        pct(&mut lat, 0.5),
+        pct(&mut lat, 0.99),
+        pct(&mut lat, 1.0)
+    );
+}
+
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
 }

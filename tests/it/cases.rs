@@ -1162,7 +1162,10 @@ fn c14_wal_shrinks_back_once_a_pinning_reader_ends() {
         after <= limit,
         "-wal is {after} bytes after the reader left (was {pinned})"
     );
-    assert_eq!(env.json(&["doctor"]).data()["wal_bytes"].as_u64(), Some(after));
+    assert_eq!(
+        env.json(&["doctor"]).data()["wal_bytes"].as_u64(),
+        Some(after)
+    );
     assert_eq!(
         assert_rev_matches_events(&env, &id),
         1 + written as i64 + 100
