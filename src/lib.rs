@@ -31,6 +31,7 @@ pub mod error;
 pub mod ledger;
 pub mod model;
 pub mod redact;
+pub mod resolve;
 pub mod store;
 pub mod validate;
 

@@ -10,6 +10,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Event, EventType, Session, SessionId, SessionStatus, Verb};
 use crate::redact::{redact, redact_json, redact_opt};
+use crate::resolve::{config_path, Resolvers};
 use crate::store::events::{self as ev, NewEvent};
 use crate::store::list::{self, ListQuery, Order};
 use crate::store::sessions as ss;
@@ -95,19 +96,7 @@ pub struct AppendEvent {
     pub data: Option<Value>,
 }
 
-/// How a referenced id resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResolvedState {
-    /// It exists.
-    Present,
-    /// It does not exist.
-    Missing,
-    /// The resolver failed or timed out.
-    Unavailable,
-    /// No resolver is configured for its kind.
-    Unknown,
-}
+pub use crate::resolve::ResolvedState;
 
 /// One entry of `show`'s `resolved` block.
 #[derive(Debug, Clone, Serialize)]
@@ -878,6 +867,29 @@ impl Ledger {
             })
         })
         .map_err(|e| self.fill_path(e))
+        .and_then(|mut view| {
+            // External references: after the snapshot has ended, so no
+            // read transaction waits on a resolver.
+            let external: Vec<usize> = (0..view.resolved.len())
+                .filter(|i| view.resolved[*i].kind != "session")
+                .collect();
+            if external.is_empty() {
+                return Ok(view);
+            }
+            let resolvers = Resolvers::load(&config_path(&self.path))?;
+            if resolvers.by_kind.is_empty() {
+                return Ok(view);
+            }
+            let refs: Vec<(&str, &str)> = external
+                .iter()
+                .map(|i| (view.resolved[*i].kind, view.resolved[*i].id.as_str()))
+                .collect();
+            let states = resolvers.resolve(&refs);
+            for (i, st) in external.into_iter().zip(states) {
+                view.resolved[i].state = st;
+            }
+            Ok(view)
+        })
     }
 
     /// A page of a session's events with seq > `after_seq`, by seq.

@@ -1,0 +1,255 @@
+//! Reference resolution (issue 4 §7; the Phelix seed's `resolved` block).
+//!
+//! `show` reports, for each id a session references, whether it is
+//! `present`, `missing`, `unavailable` (its resolver failed or timed out) or
+//! `unknown` (no resolver for its kind). Session references resolve inside
+//! the database. External kinds — `plan`, `operation`, `deployment` —
+//! resolve by running a command configured per kind in a TOML file:
+//! `$LOGBOOK_CONFIG`, else `logbook.toml` beside the database.
+//!
+//! ```toml
+//! [resolvers.plan]
+//! command = ["phelix", "plan", "show", "--", "{id}"]   # argv; no shell
+//! timeout_ms = 2000                                     # default 5000
+//! missing_exit = 3                                      # default 3
+//! ```
+//!
+//! The command runs directly (never through a shell), with the referenced
+//! id as one argument of its own wherever an element is exactly `{id}`;
+//! stdin, stdout and stderr are closed. Exit 0 means present,
+//! `missing_exit` means missing; any other exit, a signal, a command that
+//! cannot start, or one still running at `timeout_ms` (its whole process
+//! group is then killed) means unavailable. Up to [`MAX_PARALLEL`]
+//! resolvers run at once.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Most resolver processes running at once.
+pub const MAX_PARALLEL: usize = 8;
+/// Default resolver timeout, ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+/// Largest resolver timeout, ms.
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// Default exit code that means "missing".
+pub const DEFAULT_MISSING_EXIT: i32 = 3;
+/// The kinds a resolver may be configured for.
+pub const EXTERNAL_KINDS: [&str; 3] = ["plan", "operation", "deployment"];
+/// The placeholder replaced by the referenced id.
+pub const ID_PLACEHOLDER: &str = "{id}";
+
+/// How a reference resolved (SPEC §5 `show`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResolvedState {
+    /// It exists.
+    Present,
+    /// It does not exist.
+    Missing,
+    /// The resolver failed, could not start, or timed out.
+    Unavailable,
+    /// No resolver is configured for its kind.
+    Unknown,
+}
+
+/// One kind's resolver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolver {
+    /// argv: program, then arguments; elements equal to `{id}` are replaced.
+    pub command: Vec<String>,
+    /// Kill and report `unavailable` after this many ms.
+    pub timeout_ms: u64,
+    /// The exit code that means `missing`.
+    pub missing_exit: i32,
+}
+
+/// The resolvers of a configuration file, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolvers {
+    /// Kind → resolver.
+    pub by_kind: BTreeMap<String, Resolver>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    resolvers: BTreeMap<String, FileResolver>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileResolver {
+    command: Vec<String>,
+    timeout_ms: Option<u64>,
+    missing_exit: Option<i32>,
+}
+
+/// Where the configuration lives for a database at `db`:
+/// `$LOGBOOK_CONFIG` when set and non-empty, else `logbook.toml` beside it.
+pub fn config_path(db: &Path) -> PathBuf {
+    match std::env::var_os("LOGBOOK_CONFIG").filter(|v| !v.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => db
+            .parent()
+            .map_or_else(|| PathBuf::from("logbook.toml"), |d| d.join("logbook.toml")),
+    }
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::invalid("config", format!("{}: {}", path.display(), reason.into()))
+}
+
+impl Resolvers {
+    /// Reads and checks the configuration at `path`; no file means no
+    /// resolvers (every external reference is `unknown`).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (field `config`) for a file that cannot be read or
+    /// parsed, an unknown kind or key, an empty command, a command with no
+    /// `{id}` element, or a timeout outside 1..=60000 ms.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(bad(path, format!("cannot be read ({e})"))),
+        };
+        let file: FileConfig = toml::from_str(&text).map_err(|e| {
+            // toml's message quotes the offending text; report where only.
+            let at = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!(" at line {line}")
+                })
+                .unwrap_or_default();
+            bad(path, format!("is not valid logbook TOML{at}"))
+        })?;
+        let mut by_kind = BTreeMap::new();
+        for (kind, r) in file.resolvers {
+            if !EXTERNAL_KINDS.contains(&kind.as_str()) {
+                return Err(bad(
+                    path,
+                    "resolvers may be configured for plan, operation and deployment only (sessions resolve inside the database)",
+                ));
+            }
+            if r.command.is_empty() || r.command[0].is_empty() {
+                return Err(bad(
+                    path,
+                    format!("resolvers.{kind}.command must name a program"),
+                ));
+            }
+            if r.command[0] == ID_PLACEHOLDER || !r.command.iter().any(|a| a == ID_PLACEHOLDER) {
+                return Err(bad(
+                    path,
+                    format!("resolvers.{kind}.command must pass the id as an argument of its own: an element that is exactly \"{{id}}\""),
+                ));
+            }
+            let timeout_ms = r.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+            if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+                return Err(bad(
+                    path,
+                    format!("resolvers.{kind}.timeout_ms must be from 1 to {MAX_TIMEOUT_MS}"),
+                ));
+            }
+            by_kind.insert(
+                kind,
+                Resolver {
+                    command: r.command,
+                    timeout_ms,
+                    missing_exit: r.missing_exit.unwrap_or(DEFAULT_MISSING_EXIT),
+                },
+            );
+        }
+        Ok(Resolvers { by_kind })
+    }
+
+    /// Resolves `(kind, id)` pairs, in order; up to [`MAX_PARALLEL`] at
+    /// once. Kinds without a resolver are `unknown`.
+    pub fn resolve(&self, refs: &[(&str, &str)]) -> Vec<ResolvedState> {
+        let mut out = vec![ResolvedState::Unknown; refs.len()];
+        let mut pending: Vec<usize> = (0..refs.len())
+            .filter(|i| self.by_kind.contains_key(refs[*i].0))
+            .rev()
+            .collect();
+        let mut running: Vec<(usize, Child, Instant, i32)> = Vec::new();
+        while !pending.is_empty() || !running.is_empty() {
+            while running.len() < MAX_PARALLEL {
+                let Some(i) = pending.pop() else { break };
+                let (kind, id) = refs[i];
+                let Some(r) = self.by_kind.get(kind) else {
+                    continue;
+                };
+                match spawn(r, id) {
+                    Some(child) => running.push((
+                        i,
+                        child,
+                        Instant::now() + Duration::from_millis(r.timeout_ms),
+                        r.missing_exit,
+                    )),
+                    None => out[i] = ResolvedState::Unavailable,
+                }
+            }
+            let mut k = 0;
+            while k < running.len() {
+                let (i, child, deadline, missing) = &mut running[k];
+                let done = match child.try_wait() {
+                    Ok(Some(status)) => Some(match status.code() {
+                        Some(0) => ResolvedState::Present,
+                        Some(c) if c == *missing => ResolvedState::Missing,
+                        _ => ResolvedState::Unavailable,
+                    }),
+                    Ok(None) if Instant::now() >= *deadline => {
+                        kill_group(child);
+                        Some(ResolvedState::Unavailable)
+                    }
+                    Ok(None) => None,
+                    Err(_) => {
+                        kill_group(child);
+                        Some(ResolvedState::Unavailable)
+                    }
+                };
+                match done {
+                    Some(state) => {
+                        out[*i] = state;
+                        running.swap_remove(k);
+                    }
+                    None => k += 1,
+                }
+            }
+            if !running.is_empty() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        out
+    }
+}
+
+fn spawn(r: &Resolver, id: &str) -> Option<Child> {
+    use std::os::unix::process::CommandExt;
+    let (program, args) = r.command.split_first()?;
+    let mut c = Command::new(program);
+    for a in args {
+        c.arg(if a == ID_PLACEHOLDER { id } else { a.as_str() });
+    }
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own process group, so a timeout kills what it started too.
+        .process_group(0);
+    c.spawn().ok()
+}
+
+fn kill_group(child: &mut Child) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,249 @@
+//! Reference resolution in `show` (issue 4 §7).
+
+use crate::common::*;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `show --json` with `LOGBOOK_CONFIG` pointing at `config`.
+fn show_with(env: &TestEnv, config: &Path, id: &str) -> Run {
+    let mut c = env.command();
+    c.env("LOGBOOK_CONFIG", config)
+        .arg("--db")
+        .arg(env.path())
+        .args(["session", "show", id, "--json"]);
+    c.output().unwrap().into()
+}
+
+fn states(v: &Value) -> Vec<(String, String, String)> {
+    v["resolved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap().to_owned(),
+                r["id"].as_str().unwrap().to_owned(),
+                r["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY-free: kill(pid, 0) only asks whether the pid exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn each_state_present_missing_unavailable_unknown() {
+    let env = TestEnv::new();
+    let dir = env.path().parent().unwrap().to_owned();
+    let s = env.create("a");
+    let parent = env.create_with(&["--title", "child", "--parent", &s]);
+    env.json(&[
+        "session",
+        "checkpoint",
+        &parent,
+        "--plan",
+        "pln_ok",
+        "--plan",
+        "pln_missing",
+        "--plan",
+        "pln_err",
+        "--plan",
+        "pln_slow",
+        "--operation",
+        "op_1",
+        "--deployment",
+        "dep-1",
+    ]);
+    let plan = dir.join("plan.sh");
+    let pidfile = dir.join("slow.pid");
+    script(
+        &plan,
+        &format!(
+            "case \"$1\" in\n pln_missing) exit 3;;\n pln_err) exit 1;;\n pln_slow) sleep 30 & echo $! > {}; wait; exit 0;;\nesac\nexit 0",
+            pidfile.display()
+        ),
+    );
+    let config = dir.join("resolvers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\ntimeout_ms = 700\n\n[resolvers.deployment]\ncommand = [\"{}\", \"{{id}}\"]\n",
+            plan.display(),
+            dir.join("no-such-program").display()
+        ),
+    )
+    .unwrap();
+    let r = show_with(&env, &config, &parent);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(
+        states(&r.data()),
+        [
+            ("session", s.as_str(), "present"),
+            ("plan", "pln_ok", "present"),
+            ("plan", "pln_missing", "missing"),
+            ("plan", "pln_err", "unavailable"),
+            ("plan", "pln_slow", "unavailable"),
+            ("operation", "op_1", "unknown"),
+            ("deployment", "dep-1", "unavailable"),
+        ]
+        .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()))
+    );
+    // The timed-out resolver's whole process group was killed.
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        if !alive(child) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone, "the resolver's child {child} outlived its timeout");
+    // Without a configuration every external reference is unknown; the
+    // default location is logbook.toml beside the database.
+    let plain = env.json(&["session", "show", &parent]).data();
+    assert!(states(&plain)[1..].iter().all(|r| r.2 == "unknown"));
+    std::fs::copy(&config, dir.join("logbook.toml")).unwrap();
+    let beside = env.json(&["session", "show", &parent]).data();
+    assert_eq!(states(&beside)[1].2, "present");
+}
+
+/// Ids reach the resolver as one argument each, never through a shell.
+#[test]
+fn ids_are_arguments_not_shell_text() {
+    let env = TestEnv::new();
+    let dir = env.path().parent().unwrap().to_owned();
+    let s = env.create("a");
+    let nasty = [
+        "pln_$(touch${IFS}pwned)",
+        "pln_;touch${IFS}pwned2;",
+        "--help",
+        "pln_`id`",
+    ];
+    // `--plan=VALUE`, so that a value beginning with '-' stays a value.
+    let mut fixed = vec!["session".to_owned(), "checkpoint".into(), s.clone()];
+    fixed.extend(nasty.iter().map(|n| format!("--plan={n}")));
+    let fixed: Vec<&str> = fixed.iter().map(String::as_str).collect();
+    assert_eq!(env.json(&fixed).code, 0);
+    let log = dir.join("args.log");
+    let plan = dir.join("plan.sh");
+    script(
+        &plan,
+        &format!(
+            "printf '%s|%s\\n' \"$#\" \"$1\" >> {}\nexit 0",
+            log.display()
+        ),
+    );
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let r = show_with(&env, &config, &s);
+    assert_eq!(r.code, 0);
+    let mut seen: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    seen.sort();
+    let mut want: Vec<String> = nasty.iter().map(|n| format!("1|{n}")).collect();
+    want.sort();
+    assert_eq!(seen, want);
+    assert!(!dir.join("pwned").exists() && !dir.join("pwned2").exists());
+    assert!(std::env::current_dir()
+        .map(|d| !d.join("pwned").exists())
+        .unwrap());
+}
+
+/// Resolvers run in parallel, at most 8 at once.
+#[test]
+fn resolvers_run_in_parallel_bounded_to_8() {
+    let env = TestEnv::new();
+    let dir = env.path().parent().unwrap().to_owned();
+    let s = env.create("a");
+    let mut args = vec!["session".to_owned(), "checkpoint".into(), s.clone()];
+    for k in 0..12 {
+        args.push("--plan".into());
+        args.push(format!("pln_{k}"));
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(env.json(&a).code, 0);
+    let running = dir.join("running");
+    std::fs::create_dir(&running).unwrap();
+    let counts = dir.join("counts");
+    let plan = dir.join("plan.sh");
+    script(
+        &plan,
+        &format!(
+            "touch {r}/$1\nls {r} | wc -l >> {c}\nsleep 0.3\nls {r} | wc -l >> {c}\nrm {r}/$1\nexit 0",
+            r = running.display(),
+            c = counts.display()
+        ),
+    );
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let r = show_with(&env, &config, &s);
+    assert_eq!(r.code, 0);
+    assert!(states(&r.data()).iter().all(|x| x.2 == "present"));
+    let max = std::fs::read_to_string(&counts)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse::<usize>().unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        (2..=8).contains(&max),
+        "at most 8 at once, and more than one: {max}"
+    );
+}
+
+#[test]
+fn a_bad_configuration_is_invalid_argument_naming_the_file() {
+    let env = TestEnv::new();
+    let dir = env.path().parent().unwrap().to_owned();
+    let s = env.create("a");
+    env.json(&["session", "checkpoint", &s, "--plan", "pln_1"]);
+    let bare = env.create("bare");
+    let config = dir.join("c.toml");
+    for body in [
+        "[resolvers.plan\ncommand = 1",
+        "[resolvers.session]\ncommand = [\"true\", \"{id}\"]",
+        "[resolvers.plan]\ncommand = [\"true\"]",
+        "[resolvers.plan]\ncommand = [\"true\", \"--id={id}\"]",
+        "[resolvers.plan]\ncommand = []",
+        "[resolvers.plan]\ncommand = [\"true\", \"{id}\"]\ntimeout_ms = 0",
+        "[resolvers.plan]\ncommand = [\"true\", \"{id}\"]\nshell = true",
+    ] {
+        std::fs::write(&config, body).unwrap();
+        let e = assert_error(&show_with(&env, &config, &s), "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], "config", "{body}");
+        assert!(e["message"].as_str().unwrap().contains("c.toml"), "{body}");
+        // A session without external references never reads the file.
+        assert_eq!(show_with(&env, &config, &bare).code, 0, "{body}");
+    }
+}
