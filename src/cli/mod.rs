@@ -8,6 +8,7 @@ mod exit;
 mod output;
 mod render;
 mod session;
+mod sql;
 mod timeline;
 
 use clap::{Args, Parser, Subcommand};
@@ -52,6 +53,10 @@ pub struct GlobalArgs {
     /// [env: LOGBOOK_BUSY_TIMEOUT_MS; default: 5000]
     #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
     busy_timeout_ms: Option<u64>,
+    /// Open the database read-only: never create, migrate or write it (works
+    /// on a file you may only read); commands that write fail with STORE_IO
+    #[arg(long, global = true)]
+    read_only: bool,
 }
 
 fn parse_timeout(s: &str) -> Result<u64, String> {
@@ -110,18 +115,46 @@ enum Command {
     /// at the copy, or moving it into place while no logbook runs.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
+    /// Run one read-only SQL statement and print the result
+    ///
+    /// The database is opened read-only (SQLITE_OPEN_READ_ONLY and
+    /// query_only, no ATTACH), so nothing can be written: a statement that
+    /// would write, or more than one statement, is INVALID_ARGUMENT. Prints
+    /// a table, --csv, or under --json {"columns":[…],"rows":[[…],…]}
+    /// (blobs as hex). See docs/schema.md for the tables and views.
+    #[command(
+        after_help = "Example:\n  logbook sql \"SELECT status, count(*) FROM sessions GROUP BY status\"\n  logbook sql \"SELECT * FROM events WHERE type = 'checkpoint'\" --csv"
+    )]
+    Sql(sql::SqlArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(
+        after_help = "Example:\n  logbook completions bash > ~/.local/share/bash-completion/completions/logbook\n  logbook completions zsh > \"${fpath[1]}/_logbook\"\n  logbook completions fish > ~/.config/fish/completions/logbook.fish"
+    )]
+    Completions(sql::CompletionsArgs),
 }
 
-/// Opens the ledger with the CLI's actor and the global flags over the
-/// environment.
-fn open(global: &GlobalArgs) -> logbook::Result<Ledger> {
+fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
     let mut opts = LedgerOptions::from_env()?;
     opts.path = Some(logbook::ledger::resolve_path(global.db.as_deref())?);
     if let Some(ms) = global.busy_timeout_ms {
         opts.busy_timeout_ms = ms;
     }
     opts.actor = ActorType::Cli;
-    Ledger::open(opts)
+    Ok(opts)
+}
+
+/// Opens the ledger with the CLI's actor and the global flags over the
+/// environment; read-only under `--read-only`.
+fn open(global: &GlobalArgs) -> logbook::Result<Ledger> {
+    if global.read_only {
+        return open_read_only(global);
+    }
+    Ledger::open(options(global)?)
+}
+
+/// Opens the ledger read-only, whatever the flags say (`logbook sql`).
+fn open_read_only(global: &GlobalArgs) -> logbook::Result<Ledger> {
+    Ledger::open_read_only(options(global)?)
 }
 
 /// Parses the command line, runs the command, and returns its exit code.
@@ -139,6 +172,8 @@ pub fn main() -> ExitCode {
         Command::Events(args) => timeline::events(args, &cli.global, &out),
         Command::Doctor => admin::doctor(&cli.global, &out),
         Command::Backup(args) => admin::backup(args, &cli.global, &out),
+        Command::Sql(args) => sql::sql(args, &cli.global, &out),
+        Command::Completions(args) => sql::completions(args),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@
 mod admin;
 mod chain;
 mod feed;
+mod query;
 mod sessions;
 mod stages;
 
@@ -174,6 +175,9 @@ pub struct Ledger {
     path: PathBuf,
     opts: LedgerOptions,
     writer_lock: RefCell<WriterLock>,
+    /// Opened with [`Ledger::open_read_only`]: every write is refused
+    /// before it touches anything (not even the writer lock file).
+    read_only: bool,
 }
 
 impl Ledger {
@@ -196,6 +200,28 @@ impl Ledger {
             path,
             opts,
             writer_lock,
+            read_only: false,
+        })
+    }
+
+    /// Opens an existing database for reading only (the CLI's `--read-only`):
+    /// it never creates, migrates or writes the file, so it works on a file
+    /// the user may only read. Every mutation through this handle fails with
+    /// STORE_IO ("the database is read-only") and changes nothing.
+    ///
+    /// # Errors
+    /// STORE_IO (missing, unreadable, or needing a migration), STORE_CORRUPT,
+    /// STORE_VERSION_TOO_NEW, INVALID_ARGUMENT (no path could be resolved).
+    pub fn open_read_only(opts: LedgerOptions) -> Result<Self> {
+        let path = resolve_path(opts.path.as_deref())?;
+        let conn = store::open::open_read_only(&path, opts.busy_timeout_ms)?;
+        let writer_lock = RefCell::new(WriterLock::new(&path));
+        Ok(Ledger {
+            conn,
+            path,
+            opts,
+            writer_lock,
+            read_only: true,
         })
     }
 
@@ -264,6 +290,12 @@ impl Ledger {
     /// writer lock first (see `store::writelock`); the whole wait, queue and
     /// SQLite lock together, is bounded by the busy timeout.
     fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::StoreIo {
+                context: "the database was opened read-only (--read-only); this command writes"
+                    .into(),
+            });
+        }
         let deadline = store::busy::start(self.opts.busy_timeout_ms);
         let held = match self.writer_lock.borrow_mut().acquire(deadline) {
             Ok(Some(h)) => Some(h),

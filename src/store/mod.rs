@@ -13,6 +13,7 @@ pub mod feed;
 pub mod list;
 pub mod migrate;
 pub mod open;
+pub mod query;
 pub mod sessions;
 pub mod tx;
 pub mod writelock;

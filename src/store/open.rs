@@ -243,3 +243,78 @@ fn set_wal(conn: &Connection, timeout_ms: u64) -> rusqlite::Result<()> {
         }
     }
 }
+
+/// Opens an existing database for reading only (`--read-only`, `sql`):
+/// `SQLITE_OPEN_READ_ONLY`, `query_only`, no ATTACH. Never creates, migrates,
+/// tightens modes or writes anything, so it works on a file the user may
+/// only read. When the folder cannot hold SQLite's `-shm` file (a read-only
+/// folder with no writer running), it opens the file as immutable.
+///
+/// # Errors
+/// STORE_IO (no such file, unreadable, or a schema older than this logbook:
+/// migrating is a write), STORE_CORRUPT, STORE_VERSION_TOO_NEW.
+pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
+    let display = path.display().to_string();
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(io_err(
+                format!("{display} is not a regular file"),
+                std::io::Error::from(ErrorKind::InvalidInput),
+            ))
+        }
+        Err(e) => return Err(io_err(format!("cannot read {display}"), e)),
+    }
+    busy::start(busy_timeout_ms);
+    let db_err = |e: rusqlite::Error| with_path(Error::from_sqlite(e, busy_timeout_ms), &display);
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    #[allow(clippy::disallowed_methods)]
+    let first = Connection::open_with_flags(path, flags).and_then(|c| {
+        // Touch the schema: this is where a missing, uncreatable -shm shows.
+        c.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(c)
+    });
+    let mut conn = match first {
+        Ok(c) => c,
+        // No -shm and no right to create one: SQLite reports CANTOPEN or
+        // READONLY_CANTINIT. No writer can be running then either (a writer
+        // needs the same -shm), so an immutable open is exact.
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ffi::ErrorCode::CannotOpen | rusqlite::ffi::ErrorCode::ReadOnly)
+            ) =>
+        {
+            let mut uri = String::from("file:");
+            for b in path.as_os_str().as_encoded_bytes() {
+                match b {
+                    b'?' | b'#' | b'%' => uri.push_str(&format!("%{b:02X}")),
+                    _ => uri.push(char::from(*b)),
+                }
+            }
+            uri.push_str("?immutable=1");
+            #[allow(clippy::disallowed_methods)]
+            Connection::open_with_flags(&uri, flags | OpenFlags::SQLITE_OPEN_URI).map_err(db_err)?
+        }
+        Err(e) => return Err(db_err(e)),
+    };
+    conn.busy_handler(Some(busy::handler)).map_err(db_err)?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(db_err)?;
+    conn.pragma_update(None, "cell_size_check", true)
+        .map_err(db_err)?;
+    let _ = conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0);
+    let probe = migrate::probe(&conn).map_err(db_err)?;
+    migrate::check_probe(&probe, &display)?;
+    if probe.user_version < migrate::latest_version() {
+        return Err(Error::StoreIo {
+            context: format!(
+                "{display} is at schema version {} and needs migrating to {}, which a read-only open does not do; run one logbook command on it without --read-only first",
+                probe.user_version,
+                migrate::latest_version()
+            ),
+        });
+    }
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}

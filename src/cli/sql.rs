@@ -1,0 +1,82 @@
+//! `logbook sql` and `logbook completions`.
+
+use super::output::{write_stdout, Printer};
+use super::{open_read_only, render, GlobalArgs};
+use clap::Args;
+use logbook::{Error, Result};
+
+/// `logbook sql QUERY [--csv]`
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// One read-only SQL statement (SELECT, WITH, EXPLAIN, read-only PRAGMA)
+    #[arg(value_name = "QUERY", allow_hyphen_values = true)]
+    query: String,
+    /// Print CSV (RFC 4180, with a header row) instead of a table
+    #[arg(long)]
+    csv: bool,
+}
+
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub fn sql(args: &SqlArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
+    if args.csv && out.json {
+        return Err(Error::invalid("csv", "choose one of --csv and --json"));
+    }
+    let ledger = open_read_only(global)?;
+    let r = ledger.query(&args.query)?;
+    if args.csv {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let fail = |e: csv::Error| Error::internal(format!("cannot write CSV: {e}"));
+        w.write_record(&r.columns).map_err(fail)?;
+        for row in &r.rows {
+            w.write_record(row.iter().map(cell)).map_err(fail)?;
+        }
+        let bytes = w
+            .into_inner()
+            .map_err(|e| Error::internal(format!("cannot write CSV: {e}")))?;
+        write_stdout(&bytes);
+        return Ok(());
+    }
+    out.success(&r, |r| {
+        let rows: Vec<Vec<String>> = r
+            .rows
+            .iter()
+            .map(|row| row.iter().map(|v| render::clean(&cell(v))).collect())
+            .collect();
+        let mut s = render::table(
+            &r.columns.iter().map(String::as_str).collect::<Vec<_>>(),
+            &rows,
+            &[],
+        );
+        s.push_str(&format!(
+            "({} row{})\n",
+            r.rows.len(),
+            if r.rows.len() == 1 { "" } else { "s" }
+        ));
+        s
+    });
+    Ok(())
+}
+
+/// `logbook completions SHELL`
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to print a completion script for
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+pub fn completions(args: &CompletionsArgs) -> Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = super::Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "logbook", &mut buf);
+    write_stdout(&buf);
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! `logbook sql` (issue 5 §2): read-only SQL for operators.
+
+use super::Ledger;
+use crate::error::{Error, Result};
+use crate::redact::redact;
+use crate::store::query::{self as sql, QueryError, QueryResult};
+
+impl Ledger {
+    /// Runs one read-only SQL statement on a connection opened with
+    /// `SQLITE_OPEN_READ_ONLY` and `query_only` (this handle's own when it
+    /// was opened read-only, else a fresh one), so nothing can be written
+    /// whatever the text says.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (field `sql`) for an empty text, more than one
+    /// statement, a statement that would write, or one SQLite rejects (its
+    /// message, passed through the redactor); STORE_BUSY; STORE_IO.
+    pub fn query(&self, text: &str) -> Result<QueryResult> {
+        let own;
+        let conn = if self.read_only {
+            &self.conn
+        } else {
+            own = crate::store::open::open_read_only(&self.path, self.opts.busy_timeout_ms)?;
+            &own
+        };
+        sql::run(conn, text).map_err(|e| match e {
+            QueryError::Refused(why) => Error::invalid("sql", why),
+            QueryError::Db(e) => match e.sqlite_error_code() {
+                Some(rusqlite::ffi::ErrorCode::DatabaseBusy)
+                | Some(rusqlite::ffi::ErrorCode::DatabaseLocked)
+                | Some(rusqlite::ffi::ErrorCode::DatabaseCorrupt)
+                | Some(rusqlite::ffi::ErrorCode::NotADatabase)
+                | Some(rusqlite::ffi::ErrorCode::SystemIoFailure) => self.db_err(e),
+                _ => Error::invalid("sql", redact(&e.to_string()).into_owned()),
+            },
+        })
+    }
+}

@@ -1,0 +1,207 @@
+//! `logbook sql` and `--read-only` (issue 5 §2).
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+fn companion(p: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(suffix);
+    s.into()
+}
+
+/// A database with two sessions, closed (no -wal, -shm or -lock left).
+fn closed_db() -> (TestEnv, String) {
+    let env = TestEnv::new();
+    let s = env.create("alpha");
+    env.json(&["session", "checkpoint", &s, "--step", "one"]);
+    env.create_with(&["--title", "beta, \"quoted\"", "--app", "b"]);
+    for suffix in ["-wal", "-shm", "-lock"] {
+        let _ = std::fs::remove_file(companion(env.path(), suffix));
+    }
+    (env, s)
+}
+
+#[test]
+fn sql_prints_a_table_json_and_csv() {
+    let (env, _) = closed_db();
+    let q = "SELECT title, rev, NULL AS empty, x'00ff' AS bytes FROM sessions ORDER BY insert_seq";
+    let d = env.json(&["sql", q]).data();
+    assert_eq!(
+        d,
+        json!({"columns": ["title", "rev", "empty", "bytes"],
+               "rows": [["alpha", 2, null, "00ff"], ["beta, \"quoted\"", 1, null, "00ff"]]})
+    );
+    let r = env.run(&["sql", q, "--csv"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.stdout,
+        "title,rev,empty,bytes\nalpha,2,,00ff\n\"beta, \"\"quoted\"\"\",1,,00ff\n"
+    );
+    let r = env.run(&["sql", "SELECT count(*) AS n FROM events"]);
+    assert_eq!(r.stdout, "n\n3\n(1 row)\n");
+    let e = assert_error(&env.json(&["sql", q, "--csv"]), "INVALID_ARGUMENT", 2);
+    assert_eq!(e["details"]["field"], "csv");
+}
+
+#[test]
+fn sql_refuses_every_write_and_changes_nothing() {
+    let (env, s) = closed_db();
+    let before = std::fs::read(env.path()).unwrap();
+    let show = env.show(&s);
+    for q in [
+        "DELETE FROM events",
+        "UPDATE sessions SET title = 'x'",
+        "INSERT INTO sessions (session_id) VALUES ('x')",
+        "DROP TABLE events",
+        "CREATE TABLE t (x)",
+        "DROP TRIGGER events_no_delete",
+        "PRAGMA user_version = 7",
+        "PRAGMA journal_mode = DELETE",
+        "VACUUM",
+        "SELECT 1; DELETE FROM events",
+        "ATTACH 'other.db' AS o",
+        "BEGIN IMMEDIATE",
+        "",
+        "SELEC 1",
+        "SELECT * FROM no_such_table",
+    ] {
+        let e = assert_error(&env.json(&["sql", q]), "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], "sql", "{q}");
+    }
+    assert!(!env.path().parent().unwrap().join("other.db").exists());
+    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+    assert_eq!(env.show(&s), show);
+}
+
+#[test]
+fn read_only_reads_never_write_and_writes_are_refused() {
+    let (env, s) = closed_db();
+    let before = std::fs::read(env.path()).unwrap();
+    for args in [
+        vec!["--read-only", "session", "list"],
+        vec!["--read-only", "session", "show", &s],
+        vec!["--read-only", "session", "events", &s],
+        vec!["--read-only", "events"],
+        vec!["--read-only", "verify"],
+    ] {
+        let r = env.json(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stdout);
+    }
+    let e = assert_error(
+        &env.json(&["--read-only", "session", "checkpoint", &s, "--step", "x"]),
+        "STORE_IO",
+        6,
+    );
+    assert!(e["message"].as_str().unwrap().contains("read-only"));
+    assert_error(
+        &env.json(&["--read-only", "session", "create", "--title", "t"]),
+        "STORE_IO",
+        6,
+    );
+    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+    // Not even the writer lock file was created.
+    assert!(!companion(env.path(), "-lock").exists());
+    // A missing database is not created.
+    let missing = env.path().parent().unwrap().join("nope.db");
+    let mut c = env.command();
+    c.args(["--read-only", "--db"])
+        .arg(&missing)
+        .args(["session", "list", "--json"]);
+    let r: Run = c.output().unwrap().into();
+    assert_error(&r, "STORE_IO", 6);
+    assert!(!missing.exists());
+}
+
+#[test]
+fn read_only_does_not_migrate_an_older_schema() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.db"),
+        env.path(),
+    )
+    .unwrap();
+    let before = std::fs::read(env.path()).unwrap();
+    let e = assert_error(
+        &env.json(&["--read-only", "session", "list"]),
+        "STORE_IO",
+        6,
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("needs migrating"),
+        "{e}"
+    );
+    assert_error(&env.json(&["sql", "SELECT 1"]), "STORE_IO", 6);
+    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+}
+
+/// As a user who may only read the file and its folder (uid nobody, via
+/// setpriv), `--read-only` and `sql` work; without `--read-only` the
+/// command fails with a coded error instead of half-working.
+#[test]
+fn read_only_works_for_a_user_who_may_only_read() {
+    // SAFETY-free: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to act as another user");
+        return;
+    }
+    let (env, s) = closed_db();
+    let shared = tempfile::Builder::new()
+        .prefix("logbook-ro")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = shared.path().join("ledger.db");
+    std::fs::copy(env.path(), &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let as_nobody = |args: &[&str]| -> Run {
+        Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin())
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .arg("--json")
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap()
+            .into()
+    };
+    let r = as_nobody(&["--read-only", "session", "show", &s]);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.data()["session"]["rev"], 2);
+    let r = as_nobody(&["sql", "SELECT count(*) AS n FROM sessions"]);
+    assert_eq!(r.data()["rows"], json!([[2]]));
+    let r = as_nobody(&["session", "checkpoint", &s, "--step", "x"]);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(r.code, 6, "{}", r.stdout);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    let names: Vec<String> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["ledger.db".to_owned()]);
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    let env = TestEnv::new();
+    for (shell, marker) in [
+        ("bash", "_logbook()"),
+        ("zsh", "#compdef logbook"),
+        ("fish", "complete -c logbook"),
+    ] {
+        let r = env.run(&["completions", shell]);
+        assert_eq!(r.code, 0, "{shell}");
+        assert!(r.stdout.contains(marker), "{shell}");
+        assert!(r.stdout.contains("checkpoint"), "{shell}");
+    }
+    assert_error(&env.json(&["completions", "tcsh"]), "INVALID_ARGUMENT", 2);
+    // Nothing was created for a command that needs no database.
+    assert!(!env.path().exists());
+}
