@@ -129,9 +129,12 @@ impl Ledger {
         let keep = |e: &Event| p.types.is_empty() || p.types.contains(&e.event_type);
         self.read(|conn| {
             if p.sessions.is_empty() {
-                let (events, last) =
+                let (events, last, at_end) =
                     sql::scan_all(conn, p.after, p.limit, FEED_MAX_SCAN, keep).map_err(db)?;
-                let more = events.len() == p.limit || last > p.after && events.is_empty();
+                // A full page, or a scan cut short by FEED_MAX_SCAN: more
+                // may be waiting. (A full page that ended exactly at the
+                // table's end costs one more, empty, read.)
+                let more = !at_end;
                 let next = if events.len() == p.limit {
                     events.last().map_or(last, |e| e.event_id)
                 } else {

@@ -16,24 +16,27 @@ const FEED_ALL: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_typ
 const FEED_SESSION: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
      data, run_id FROM events WHERE session_id = ?1 AND event_id > ?2 ORDER BY seq";
 
-/// Up to `limit` events with `event_id > after` that `keep` accepts, and the
-/// last event_id examined (`after` when none was). With `max_scan`, stops
-/// after examining that many rows, so a filter that matches little cannot
-/// make one call read the whole table.
+/// Up to `limit` events with `event_id > after` that `keep` accepts, the
+/// last event_id examined (`after` when none was), and whether the scan
+/// reached the end of the table. With `max_scan`, stops after examining that
+/// many rows, so a filter that matches little cannot make one call read the
+/// whole table.
 pub fn scan_all(
     conn: &Connection,
     after: i64,
     limit: usize,
     max_scan: usize,
     mut keep: impl FnMut(&Event) -> bool,
-) -> rusqlite::Result<(Vec<Event>, i64)> {
+) -> rusqlite::Result<(Vec<Event>, i64, bool)> {
     let mut stmt = conn.prepare_cached(FEED_ALL)?;
     let mut rows = stmt.query(params![after])?;
     let mut out = Vec::new();
     let mut last = after;
     let mut scanned = 0usize;
     while out.len() < limit && scanned < max_scan {
-        let Some(row) = rows.next()? else { break };
+        let Some(row) = rows.next()? else {
+            return Ok((out, last, true));
+        };
         let e = map_event(row)?;
         last = e.event_id;
         scanned += 1;
@@ -41,7 +44,7 @@ pub fn scan_all(
             out.push(e);
         }
     }
-    Ok((out, last))
+    Ok((out, last, false))
 }
 
 /// Up to `limit` events of one session with `event_id > after`, in order.
