@@ -5,10 +5,12 @@
 
 mod admin;
 mod exit;
+mod gate;
 mod output;
 mod render;
 mod session;
 mod timeline;
+mod workflow;
 
 use clap::{Args, Parser, Subcommand};
 use logbook::{ActorType, Ledger, LedgerOptions};
@@ -110,6 +112,14 @@ enum Command {
     /// at the copy, or moving it into place while no logbook runs.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
+    /// Open, approve, reject and list a session's gates
+    ///
+    /// A gate records a decision; it authorizes nothing. `auto` gates are
+    /// approved at once; `user-approval` and `step-confirm` gates pause the
+    /// session until approved (it resumes) or rejected (it fails, or is
+    /// cancelled with --abort).
+    #[command(subcommand)]
+    Gate(gate::GateCommand),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -139,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Events(args) => timeline::events(args, &cli.global, &out),
         Command::Doctor => admin::doctor(&cli.global, &out),
         Command::Backup(args) => admin::backup(args, &cli.global, &out),
+        Command::Gate(cmd) => gate::run(cmd, &cli.global, &out),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

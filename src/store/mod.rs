@@ -15,6 +15,7 @@ pub mod migrate;
 pub mod open;
 pub mod sessions;
 pub mod tx;
+pub mod workflow;
 pub mod writelock;
 
 pub use open::{open, StoreConfig, SyncMode};
