@@ -289,7 +289,7 @@ fn newer_schema_exit_6_untouched() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(history, 2);
+    assert_eq!(history, 3);
 }
 
 #[test]

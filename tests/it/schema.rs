@@ -157,7 +157,10 @@ fn schema_declares_unique_session_seq_and_strict_tables() {
             ("events".to_owned(), 1),
             ("idempotency_keys".into(), 1),
             ("session_data".into(), 1),
+            ("session_gates".into(), 1),
+            ("session_leases".into(), 1),
             ("session_refs".into(), 1),
+            ("session_snapshots".into(), 1),
             ("session_tags".into(), 1),
             ("sessions".into(), 1)
         ]
