@@ -39,6 +39,19 @@ pub enum ErrorCode {
     StoreIo,
     /// `verify` found an event whose hash chain does not hold. Exit 6.
     LedgerTampered,
+    /// The session has no gate of that name. Exit 3.
+    GateNotFound,
+    /// The gate was already approved or rejected. Exit 5.
+    GateAlreadyDecided,
+    /// A gate of the session is waiting for a decision, so `resume` is
+    /// refused (approve or reject the gate). Exit 5.
+    GatePending,
+    /// The session has no checkpoint snapshot at that seq (or none at all).
+    /// Exit 3.
+    CheckpointNotFound,
+    /// `--lease TOKEN` names no live lease of the session: it expired, was
+    /// released, or was never taken. Exit 3.
+    LeaseNotFound,
     /// A bug or an unexpected condition. Exit 1.
     Internal,
 }
@@ -78,6 +91,17 @@ impl ErrorCode {
         ),
         (Self::StoreIo, info("STORE_IO", 6, false)),
         (Self::LedgerTampered, info("LEDGER_TAMPERED", 6, false)),
+        (Self::GateNotFound, info("GATE_NOT_FOUND", 3, false)),
+        (
+            Self::GateAlreadyDecided,
+            info("GATE_ALREADY_DECIDED", 5, false),
+        ),
+        (Self::GatePending, info("GATE_PENDING", 5, false)),
+        (
+            Self::CheckpointNotFound,
+            info("CHECKPOINT_NOT_FOUND", 3, false),
+        ),
+        (Self::LeaseNotFound, info("LEASE_NOT_FOUND", 3, false)),
         (Self::Internal, info("INTERNAL", 1, false)),
     ];
 
@@ -184,13 +208,18 @@ pub enum Error {
         /// The session's newest event.
         latest_event: Option<LatestEvent>,
     },
-    /// LEASE_HELD.
-    #[error("session {id} is leased by another owner until {expires_at_ms}")]
+    /// LEASE_HELD: a live owner other than the caller holds the session's
+    /// lease (issue 4 §6).
+    #[error("session {id} is leased by pid {pid} on {hostname} until {expires_at_ms} (ms since the epoch); present its --lease token, or wait until it is released or expires")]
     LeaseHeld {
         /// The session.
         id: String,
         /// When the current lease expires, ms since the Unix epoch.
         expires_at_ms: i64,
+        /// The owner's process id.
+        pid: i64,
+        /// The owner's host name.
+        hostname: String,
     },
     /// STORE_BUSY: the write lock was not had within the busy timeout.
     #[error("the database stayed locked for longer than the busy timeout ({timeout_ms} ms)")]
@@ -283,6 +312,48 @@ pub enum Error {
         /// The full report (`DoctorReport` as JSON).
         report: Box<serde_json::Value>,
     },
+    /// GATE_NOT_FOUND.
+    #[error("session {id} has no gate named `{gate}`")]
+    GateNotFound {
+        /// The session.
+        id: String,
+        /// The gate's name.
+        gate: String,
+    },
+    /// GATE_ALREADY_DECIDED.
+    #[error("gate `{gate}` of session {id} was already {status}")]
+    GateAlreadyDecided {
+        /// The session.
+        id: String,
+        /// The gate's name.
+        gate: String,
+        /// `approved` or `rejected`.
+        status: String,
+        /// The seq of the event that decided it.
+        decided_seq: i64,
+    },
+    /// GATE_PENDING.
+    #[error("session {id} waits on gate `{gate}`; approve or reject the gate instead of resuming")]
+    GatePending {
+        /// The session.
+        id: String,
+        /// The pending gate's name.
+        gate: String,
+    },
+    /// CHECKPOINT_NOT_FOUND.
+    #[error("session {id} has no checkpoint snapshot{}", seq.map(|s| format!(" at seq {s}")).unwrap_or_default())]
+    CheckpointNotFound {
+        /// The session.
+        id: String,
+        /// The seq asked for; `None`: the latest was asked for.
+        seq: Option<i64>,
+    },
+    /// LEASE_NOT_FOUND.
+    #[error("no live lease of session {id} matches the given token: it expired, was released or was taken over; take a new one with `session lock`")]
+    LeaseNotFound {
+        /// The session.
+        id: String,
+    },
     /// INTERNAL.
     #[error("internal error: {message}")]
     Internal {
@@ -312,6 +383,11 @@ impl Error {
             Error::Io { .. } | Error::StoreIo { .. } => ErrorCode::StoreIo,
             Error::Tampered { .. } => ErrorCode::LedgerTampered,
             Error::Unhealthy { code, .. } => *code,
+            Error::GateNotFound { .. } => ErrorCode::GateNotFound,
+            Error::GateAlreadyDecided { .. } => ErrorCode::GateAlreadyDecided,
+            Error::GatePending { .. } => ErrorCode::GatePending,
+            Error::CheckpointNotFound { .. } => ErrorCode::CheckpointNotFound,
+            Error::LeaseNotFound { .. } => ErrorCode::LeaseNotFound,
             Error::Internal { .. } => ErrorCode::Internal,
         }
     }
@@ -334,8 +410,13 @@ impl Error {
                 "current_rev": actual_rev,
                 "latest_event": latest_event,
             }),
-            Error::LeaseHeld { id, expires_at_ms } => {
-                json!({"session_id": id, "expires_at_ms": expires_at_ms})
+            Error::LeaseHeld {
+                id,
+                expires_at_ms,
+                pid,
+                hostname,
+            } => {
+                json!({"session_id": id, "expires_at_ms": expires_at_ms, "pid": pid, "hostname": hostname})
             }
             Error::Busy { timeout_ms } => json!({"busy_timeout_ms": timeout_ms}),
             Error::InvalidTransition { id, from, verb } => {
@@ -366,6 +447,21 @@ impl Error {
                 "broken_sessions": broken_sessions,
             }),
             Error::Unhealthy { report, .. } => (**report).clone(),
+            Error::GateNotFound { id, gate } => json!({"session_id": id, "gate": gate}),
+            Error::GateAlreadyDecided {
+                id,
+                gate,
+                status,
+                decided_seq,
+            } => json!({
+                "session_id": id,
+                "gate": gate,
+                "status": status,
+                "decided_seq": decided_seq,
+            }),
+            Error::GatePending { id, gate } => json!({"session_id": id, "gate": gate}),
+            Error::CheckpointNotFound { id, seq } => json!({"session_id": id, "seq": seq}),
+            Error::LeaseNotFound { id } => json!({"session_id": id}),
             Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
         }
     }
@@ -447,6 +543,11 @@ mod tests {
                 ("STORE_VERSION_TOO_NEW", 6, false),
                 ("STORE_IO", 6, false),
                 ("LEDGER_TAMPERED", 6, false),
+                ("GATE_NOT_FOUND", 3, false),
+                ("GATE_ALREADY_DECIDED", 5, false),
+                ("GATE_PENDING", 5, false),
+                ("CHECKPOINT_NOT_FOUND", 3, false),
+                ("LEASE_NOT_FOUND", 3, false),
                 ("INTERNAL", 1, false),
             ]
         );

@@ -42,5 +42,7 @@ pub use ledger::{
     Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,
     SessionView, StageAction, StageRequest, VerifyReport,
 };
+pub use ledger::{ForkRequest, GateList, Lease, LockRequest, SessionTree, SnapshotList};
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
+pub use model::{Gate, GateKind, GateStatus};
 pub use store::SyncMode;

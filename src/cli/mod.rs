@@ -5,11 +5,13 @@
 
 mod admin;
 mod exit;
+mod gate;
 mod output;
 mod render;
 mod session;
 mod sql;
 mod timeline;
+mod workflow;
 
 use clap::{Args, Parser, Subcommand};
 use logbook::{ActorType, Ledger, LedgerOptions};
@@ -131,6 +133,14 @@ enum Command {
         after_help = "Example:\n  logbook completions bash > ~/.local/share/bash-completion/completions/logbook\n  logbook completions zsh > \"${fpath[1]}/_logbook\"\n  logbook completions fish > ~/.config/fish/completions/logbook.fish"
     )]
     Completions(sql::CompletionsArgs),
+    /// Open, approve, reject and list a session's gates
+    ///
+    /// A gate records a decision; it authorizes nothing. `auto` gates are
+    /// approved at once; `user-approval` and `step-confirm` gates pause the
+    /// session until approved (it resumes) or rejected (it fails, or is
+    /// cancelled with --abort).
+    #[command(subcommand)]
+    Gate(gate::GateCommand),
 }
 
 fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
@@ -174,6 +184,7 @@ pub fn main() -> ExitCode {
         Command::Backup(args) => admin::backup(args, &cli.global, &out),
         Command::Sql(args) => sql::sql(args, &cli.global, &out),
         Command::Completions(args) => sql::completions(args),
+        Command::Gate(cmd) => gate::run(cmd, &cli.global, &out),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -173,6 +173,42 @@ pub fn events(events: &[Event]) -> String {
 /// `show`: the session block, its events, and resolved references.
 pub fn view(v: &SessionView) -> String {
     let mut out = session(&v.session);
+    if v.children.total > 0 {
+        let c = &v.children;
+        kv(
+            &mut out,
+            "children",
+            &format!(
+                "{} (pending {}, active {}, paused {}, completed {}, failed {}, cancelled {})",
+                c.total, c.pending, c.active, c.paused, c.completed, c.failed, c.cancelled
+            ),
+        );
+    }
+    if let Some(g) = &v.blocking_gate {
+        kv(
+            &mut out,
+            "blocked_on",
+            &format!(
+                "gate {} ({}, opened at seq {})",
+                clean(&g.name),
+                g.kind,
+                g.opened_seq
+            ),
+        );
+    }
+    if let Some(l) = &v.lease {
+        kv(
+            &mut out,
+            "lease",
+            &format!(
+                "pid {} on {} until {}{}",
+                l.pid,
+                clean(&l.hostname),
+                format_ms(l.expires_at_ms),
+                if l.live { "" } else { " (not live)" }
+            ),
+        );
+    }
     out.push('\n');
     out.push_str(&events(&v.events));
     if !v.resolved.is_empty() {

@@ -95,6 +95,8 @@ pub enum SessionCommand {
         after_help = "Example:\n  logbook session stage ses_1a2b3c4d5e6f7081 start reproduce\n  logbook session stage ses_1a2b3c4d5e6f7081 retry verify --attempt 2 --reason \"flaky network\""
     )]
     Stage(StageArgs),
+    #[command(flatten)]
+    Workflow(super::workflow::WorkflowCommand),
 }
 
 #[derive(Debug, Args)]
@@ -112,13 +114,18 @@ pub struct MutationArgs {
     /// A retry with the same key applies nothing again and returns the session
     #[arg(long, value_name = "KEY")]
     idempotency_key: Option<String>,
+    /// Apply only while holding this lease (token from `session lock`); without it a session
+    /// leased by a live owner is refused with LEASE_HELD (exit 4)
+    #[arg(long, value_name = "TOKEN")]
+    lease: Option<String>,
 }
 
 impl MutationArgs {
-    fn to_mutation(&self) -> Mutation {
+    pub(super) fn to_mutation(&self) -> Mutation {
         Mutation {
             if_rev: self.if_rev,
             idempotency_key: self.idempotency_key.clone(),
+            lease: self.lease.clone(),
         }
     }
 }
@@ -271,6 +278,10 @@ pub struct CheckpointArgs {
     /// Link a deployment id (can be repeated)
     #[arg(long = "deployment", value_name = "D")]
     deployments: Vec<String>,
+    /// Store a snapshot: a JSON object, @FILE or @-; at most 256 KiB compact (restore and
+    /// fork read it back as the context)
+    #[arg(long, value_name = "JSON")]
+    state: Option<String>,
     #[command(flatten)]
     m: MutationArgs,
 }
@@ -327,7 +338,7 @@ pub struct EventArgs {
 }
 
 /// Reads a JSON flag: inline text, `@PATH`, or `@-` for stdin.
-fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde_json::Value>> {
+pub(super) fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde_json::Value>> {
     let Some(v) = value else { return Ok(None) };
     let text = match v.strip_prefix('@') {
         None => v.to_owned(),
@@ -361,7 +372,7 @@ fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde_json::Valu
     json_object(field, &text).map(Some)
 }
 
-fn print_session(out: &Printer, s: &Session) {
+pub(super) fn print_session(out: &Printer, s: &Session) {
     out.success(s, render::session);
 }
 
@@ -413,6 +424,7 @@ pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
                 plan_ids: a.plans.clone(),
                 operation_ids: a.operations.clone(),
                 deployment_ids: a.deployments.clone(),
+                state: json_flag("state", a.state.as_deref())?,
             };
             let s = open(g)?.checkpoint(&a.id, req, &a.m.to_mutation())?;
             print_session(out, &s);
@@ -454,6 +466,7 @@ pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
             print_session(out, &s);
             Ok(())
         }
+        SessionCommand::Workflow(c) => super::workflow::run(c, g, out),
     }
 }
 

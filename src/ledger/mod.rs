@@ -9,14 +9,26 @@
 mod admin;
 mod chain;
 mod feed;
+mod gates;
+mod leases;
 mod query;
 mod sessions;
+mod snapshots;
 mod stages;
+mod tree;
 
 pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
 pub use stages::{StageAction, StageRequest, ATTEMPT_MAX};
+
+pub use gates::GateList;
+pub use leases::{
+    hostname, pid_alive, validate_token, Lease, LeaseInfo, LockRequest, PreviousOwner,
+    LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS,
+};
+pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
+pub use tree::{ChildCounts, SessionTree, TreeNode, TREE_MAX_NODES};
 
 pub use sessions::{
     AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,

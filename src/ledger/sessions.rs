@@ -29,6 +29,11 @@ pub struct Mutation {
     /// A retry with the same key on the same session applies nothing again;
     /// 1–128 characters.
     pub idempotency_key: Option<String>,
+    /// The session's lease token (`lease_` + 64 hex, from
+    /// [`Ledger::lock`]): apply only while that lease is held. Without it,
+    /// a mutation of a session whose lease a live owner holds is refused
+    /// with LEASE_HELD (issue 4 §6; see `ledger::leases`).
+    pub lease: Option<String>,
 }
 
 /// A `create` request. Spec: §2 (Session), §5 (`session create`).
@@ -83,6 +88,9 @@ pub struct CheckpointRequest {
     pub operation_ids: Vec<String>,
     /// Deployment ids to link.
     pub deployment_ids: Vec<String>,
+    /// A snapshot to store with the checkpoint: a JSON object, at most
+    /// 256 KiB compact (issue 4 §3; `restore` and `fork` read it back).
+    pub state: Option<Value>,
 }
 
 /// An agent's own event (`x.` types).
@@ -118,6 +126,12 @@ pub struct SessionView {
     pub events: Vec<Event>,
     /// Each referenced id and its state.
     pub resolved: Vec<Resolved>,
+    /// Direct children by status (issue 4 §2).
+    pub children: super::tree::ChildCounts,
+    /// The pending gate a live session waits on, or null (issue 4 §4).
+    pub blocking_gate: Option<crate::model::Gate>,
+    /// The session's lease without its token, or null (issue 4 §6).
+    pub lease: Option<super::leases::LeaseInfo>,
 }
 
 /// A `list` page.
@@ -167,7 +181,7 @@ pub struct ListSessions {
 
 /// How far back the clock may step while `created_at_ms` still stays
 /// monotonic: 60,000 ms.
-const CREATED_CLAMP_MS: i64 = 60_000;
+pub(super) const CREATED_CLAMP_MS: i64 = 60_000;
 
 /// Default page size of `list`.
 pub const LIST_LIMIT_DEFAULT: i64 = 20;
@@ -214,6 +228,9 @@ pub(super) fn validate_key(m: &Mutation) -> Result<()> {
         if r < 1 {
             return Err(Error::invalid("if_rev", "must be a revision of 1 or more"));
         }
+    }
+    if let Some(t) = &m.lease {
+        super::leases::validate_token("lease", t)?;
     }
     Ok(())
 }
@@ -282,7 +299,7 @@ pub(super) fn diagnose(
     }
 }
 
-fn new_session_id() -> Result<SessionId> {
+pub(super) fn new_session_id() -> Result<SessionId> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
     Ok(SessionId::from_bytes(bytes))
@@ -561,9 +578,7 @@ impl Ledger {
             Verb::Complete => (EventType::Completed, ss::UPDATE_COMPLETE),
             Verb::Fail => (EventType::Failed, ss::UPDATE_FAIL),
             Verb::Cancel => (EventType::Cancelled, ss::UPDATE_CANCEL),
-            Verb::Checkpoint | Verb::AppendEvent | Verb::Stage => {
-                return Err(Error::internal("transition() called for a non-status verb"))
-            }
+            _ => return Err(Error::internal("transition() called for a non-status verb")),
         };
         // The stored text: the result or reason (start/pause/resume store
         // their reason in the event only).
@@ -575,6 +590,9 @@ impl Ledger {
         self.write(|tx| {
             if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
                 return Ok(s);
+            }
+            if verb == Verb::Resume {
+                super::gates::refuse_if_pending(tx, id)?;
             }
             if !conditional_update(tx, sql, id, now, stored.as_deref(), m.if_rev)? {
                 return Err(diagnose(tx, id, verb, m.if_rev)?);
@@ -605,6 +623,7 @@ impl Ledger {
         m: &Mutation,
         dg: Option<&str>,
     ) -> Result<i64> {
+        super::leases::check_lease(tx, id, m.lease.as_deref(), self.now_ms())?;
         let (_, seq) = ev::insert_event(
             tx,
             &NewEvent {
@@ -682,10 +701,10 @@ impl Ledger {
         let has_refs = !(req.plan_ids.is_empty()
             && req.operation_ids.is_empty()
             && req.deployment_ids.is_empty());
-        if req.step.is_none() && req.note.is_none() && !has_refs {
+        if req.step.is_none() && req.note.is_none() && !has_refs && req.state.is_none() {
             return Err(Error::invalid(
                 "checkpoint",
-                "give at least one of --step, --note, --plan, --operation or --deployment",
+                "give at least one of --step, --note, --plan, --operation, --deployment or --state",
             ));
         }
         if let Some(s) = &req.step {
@@ -719,7 +738,8 @@ impl Ledger {
         }
         let step = redact_opt(req.step.as_deref());
         let note = redact_opt(req.note.as_deref());
-        let data = checkpoint_data(step.as_deref(), &refs)?;
+        let state = super::snapshots::prepare_state(&req.state)?;
+        let data = checkpoint_data(step.as_deref(), &refs, state.as_ref())?;
         let dg = key_digest(
             m,
             &VerbDigest {
@@ -749,6 +769,10 @@ impl Ledger {
             )?;
             if has_refs {
                 link_refs(tx, id, seq, &refs)?;
+            }
+            if let Some(st) = &state {
+                crate::store::workflow::insert_snapshot(tx, id, seq, step.as_deref(), &st.text)
+                    .map_err(db)?;
             }
             read_back(tx, id)
         })
@@ -860,10 +884,14 @@ impl Ledger {
                     });
                 }
             }
+            let wf = super::tree::workflow_view(tx, &session, self.now_ms())?;
             Ok(SessionView {
                 session,
                 events,
                 resolved,
+                children: wf.children,
+                blocking_gate: wf.blocking_gate,
+                lease: wf.lease,
             })
         })
         .map_err(|e| self.fill_path(e))
@@ -1029,7 +1057,16 @@ pub(super) fn conditional_update(
     n.map(|n| n == 1).map_err(db)
 }
 
-fn checkpoint_data(step: Option<&str>, refs: &[(&'static str, Vec<String>)]) -> Result<String> {
+fn checkpoint_data(
+    step: Option<&str>,
+    refs: &[(&'static str, Vec<String>)],
+    state: Option<&super::snapshots::PreparedState>,
+) -> Result<String> {
+    #[derive(Serialize)]
+    struct Snapshot<'a> {
+        size_bytes: i64,
+        sha256: &'a str,
+    }
     #[derive(Serialize)]
     struct Data<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -1040,6 +1077,8 @@ fn checkpoint_data(step: Option<&str>, refs: &[(&'static str, Vec<String>)]) -> 
         operation_ids: &'a [String],
         #[serde(skip_serializing_if = "<[String]>::is_empty")]
         deployment_ids: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        snapshot: Option<Snapshot<'a>>,
     }
     let get = |k: &str| {
         refs.iter()
@@ -1051,6 +1090,10 @@ fn checkpoint_data(step: Option<&str>, refs: &[(&'static str, Vec<String>)]) -> 
         plan_ids: get("plan"),
         operation_ids: get("operation"),
         deployment_ids: get("deployment"),
+        snapshot: state.map(|s| Snapshot {
+            size_bytes: s.size_bytes,
+            sha256: &s.sha256,
+        }),
     })
     .map_err(|e| Error::internal(e.to_string()))
 }

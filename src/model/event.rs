@@ -59,6 +59,24 @@ pub enum EventType {
     StageFailed,
     /// A stage is being tried again.
     StageRetrying,
+    /// A `user-approval` or `step-confirm` gate was opened; the session
+    /// paused on it.
+    GateOpened,
+    /// A gate was approved (an `auto` gate at once, when opened).
+    GateApproved,
+    /// A gate was rejected; the session failed or was cancelled.
+    GateRejected,
+    /// Stage and context were restored from a checkpoint snapshot.
+    CheckpointRestored,
+    /// A child session was forked from this one (on the source), or this
+    /// session was forked from another (on the child).
+    Forked,
+    /// A lease was taken (or renewed by its holder).
+    LeaseAcquired,
+    /// A lease was released by its holder.
+    LeaseReleased,
+    /// An expired lease, or one whose owner process is gone, was taken over.
+    LeaseTakenOver,
 }
 
 impl EventType {
@@ -77,6 +95,14 @@ impl EventType {
             Self::StageCompleted => "stage_completed",
             Self::StageFailed => "stage_failed",
             Self::StageRetrying => "stage_retrying",
+            Self::GateOpened => "gate_opened",
+            Self::GateApproved => "gate_approved",
+            Self::GateRejected => "gate_rejected",
+            Self::CheckpointRestored => "checkpoint_restored",
+            Self::Forked => "forked",
+            Self::LeaseAcquired => "lease_acquired",
+            Self::LeaseReleased => "lease_released",
+            Self::LeaseTakenOver => "lease_taken_over",
         }
     }
 }

@@ -96,11 +96,30 @@ pub enum Verb {
     /// Records a stage event (`stage_started` …) and sets `stage`; active
     /// only, status unchanged (the Amber seed's stages).
     Stage,
+    /// Opens an `auto` gate, approved at once: active → active.
+    GateAuto,
+    /// Opens a `user-approval` or `step-confirm` gate: active → paused.
+    GateWait,
+    /// Approves the pending gate: paused → active.
+    GateApprove,
+    /// Rejects the pending gate: paused → failed.
+    GateReject,
+    /// Rejects the pending gate with `--abort`: paused → cancelled.
+    GateAbort,
+    /// Restores stage and context from a checkpoint snapshot; active |
+    /// paused, status unchanged.
+    Restore,
+    /// Takes, renews, takes over or releases the lease; pending | active |
+    /// paused, status unchanged.
+    Lease,
+    /// Records on the source that a child was forked from it; pending |
+    /// active | paused, status unchanged (a terminal source is not touched).
+    Fork,
 }
 
 impl Verb {
     /// Every verb.
-    pub const VARIANTS: [Verb; 9] = [
+    pub const VARIANTS: [Verb; 17] = [
         Self::Start,
         Self::Pause,
         Self::Resume,
@@ -110,6 +129,14 @@ impl Verb {
         Self::Cancel,
         Self::AppendEvent,
         Self::Stage,
+        Self::GateAuto,
+        Self::GateWait,
+        Self::GateApprove,
+        Self::GateReject,
+        Self::GateAbort,
+        Self::Restore,
+        Self::Lease,
+        Self::Fork,
     ];
 
     /// The verb's name as used in messages and the CLI.
@@ -124,6 +151,12 @@ impl Verb {
             Self::Cancel => "cancel",
             Self::AppendEvent => "append an event to",
             Self::Stage => "record a stage of",
+            Self::GateAuto | Self::GateWait => "open a gate on",
+            Self::GateApprove => "approve a gate of",
+            Self::GateReject | Self::GateAbort => "reject a gate of",
+            Self::Restore => "restore",
+            Self::Lease => "change the lease of",
+            Self::Fork => "fork",
         }
     }
 
@@ -132,9 +165,17 @@ impl Verb {
         use SessionStatus::*;
         match self {
             Self::Start => &[Pending],
-            Self::Pause | Self::Checkpoint | Self::Complete | Self::Stage => &[Active],
-            Self::Resume => &[Paused],
-            Self::Fail | Self::Cancel | Self::AppendEvent => &[Pending, Active, Paused],
+            Self::Pause
+            | Self::Checkpoint
+            | Self::Complete
+            | Self::Stage
+            | Self::GateAuto
+            | Self::GateWait => &[Active],
+            Self::Resume | Self::GateApprove | Self::GateReject | Self::GateAbort => &[Paused],
+            Self::Restore => &[Active, Paused],
+            Self::Fail | Self::Cancel | Self::AppendEvent | Self::Lease | Self::Fork => {
+                &[Pending, Active, Paused]
+            }
         }
     }
 
@@ -142,12 +183,18 @@ impl Verb {
     pub fn target(self, from: SessionStatus) -> SessionStatus {
         use SessionStatus::*;
         match self {
-            Self::Start | Self::Resume => Active,
-            Self::Pause => Paused,
-            Self::Checkpoint | Self::AppendEvent | Self::Stage => from,
+            Self::Start | Self::Resume | Self::GateApprove => Active,
+            Self::Pause | Self::GateWait => Paused,
+            Self::Checkpoint
+            | Self::AppendEvent
+            | Self::Stage
+            | Self::GateAuto
+            | Self::Restore
+            | Self::Lease
+            | Self::Fork => from,
             Self::Complete => Completed,
-            Self::Fail => Failed,
-            Self::Cancel => Cancelled,
+            Self::Fail | Self::GateReject => Failed,
+            Self::Cancel | Self::GateAbort => Cancelled,
         }
     }
 

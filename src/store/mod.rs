@@ -16,6 +16,7 @@ pub mod open;
 pub mod query;
 pub mod sessions;
 pub mod tx;
+pub mod workflow;
 pub mod writelock;
 
 pub use open::{open, StoreConfig, SyncMode};

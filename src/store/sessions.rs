@@ -98,6 +98,8 @@ macro_rules! update_sessions {
     };
 }
 
+pub(crate) use update_sessions;
+
 /// pending → active. ?1 id, ?2 now ms; guarded: ?3 rev.
 pub const UPDATE_START: [&str; 2] = [
     update_sessions!(", status = 'active'", "status = 'pending'", ""),

@@ -243,7 +243,14 @@ fn show_has_session_events_and_resolved() {
     let d = r.data();
     assert_eq!(
         keys_in_order(&r.stdout, &["data"]),
-        ["session", "events", "resolved"]
+        [
+            "session",
+            "events",
+            "resolved",
+            "children",
+            "blocking_gate",
+            "lease"
+        ]
     );
     assert_eq!(d["session"]["parent_session_id"], parent.as_str());
     let ev = d["events"].as_array().unwrap();

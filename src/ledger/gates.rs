@@ -1,0 +1,364 @@
+//! Gates (issue 4 §4; the Amber seed's gate handler): open, approve,
+//! reject, list.
+//!
+//! - `auto`: approved at once; one `gate_approved` event; the session stays
+//!   active.
+//! - `user-approval`, `step-confirm`: one `gate_opened` event; the session
+//!   pauses with the gate pending (`show` names it as `blocking_gate`), and
+//!   `session resume` is refused with GATE_PENDING until it is decided.
+//! - approve: paused → active, one `gate_approved` event (it is the resume).
+//! - reject: paused → failed, or cancelled with `abort`; one
+//!   `gate_rejected` event with `data.outcome`, the reason as `end_reason`.
+//! - deciding a decided gate: GATE_ALREADY_DECIDED.
+//!
+//! A gate records a decision; it authorizes nothing.
+
+use super::sessions::{
+    conditional_update, diagnose, key_digest, parse_session_id, read_back, replay, validate_key,
+    VerbDigest,
+};
+use super::{Ledger, Mutation};
+use crate::error::{Error, Result};
+use crate::model::{EventType, Gate, GateKind, GateStatus, Session, Verb};
+use crate::redact::{redact, redact_opt};
+use crate::store::sessions as ss;
+use crate::store::workflow::{self as ws, GateRow, NewGate};
+use crate::validate::{self as v, Lines};
+use rusqlite::Connection;
+use serde::Serialize;
+
+/// `gate list`: a session's gates in opening order.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateList {
+    /// The session.
+    pub session_id: String,
+    /// Its gates, oldest first.
+    pub gates: Vec<Gate>,
+}
+
+#[derive(Serialize)]
+struct GateData<'a> {
+    gate: &'a str,
+    kind: &'a str,
+    round: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
+}
+
+fn db(e: rusqlite::Error) -> Error {
+    Error::from_sqlite(e, 0)
+}
+
+pub(super) fn to_gate(g: GateRow) -> Gate {
+    Gate {
+        kind: g.kind.parse().unwrap_or(GateKind::UserApproval),
+        status: g.status.parse().unwrap_or(GateStatus::Pending),
+        name: g.name,
+        round: g.round,
+        opened_seq: g.opened_seq,
+        opened_at_ms: g.opened_at_ms,
+        decided_seq: g.decided_seq,
+        decided_at_ms: g.decided_at_ms,
+        reason: g.reason,
+        outcome: g.outcome,
+    }
+}
+
+/// The gate a session waits on, if any.
+pub(super) fn pending_gate(tx: &Connection, id: &str) -> Result<Option<Gate>> {
+    Ok(ws::find_pending_gate(tx, id).map_err(db)?.map(to_gate))
+}
+
+/// Refuses `resume` while a gate is pending (GATE_PENDING).
+pub(super) fn refuse_if_pending(tx: &Connection, id: &str) -> Result<()> {
+    match ws::find_pending_gate(tx, id).map_err(db)? {
+        Some(g) => Err(Error::GatePending {
+            id: id.to_owned(),
+            gate: g.name,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    v::name("gate", name)?;
+    if redact(name) != name {
+        return Err(Error::invalid(
+            "gate",
+            "looks like it holds a secret; gate names are stored as given",
+        ));
+    }
+    Ok(())
+}
+
+/// Finds the latest round of a gate and checks that it is pending.
+fn pending_round(tx: &Connection, id: &str, name: &str) -> Result<GateRow> {
+    if !ss::session_exists(tx, id).map_err(db)? {
+        return Err(Error::SessionNotFound { id: id.to_owned() });
+    }
+    let Some(g) = ws::find_latest_gate(tx, id, name).map_err(db)? else {
+        return Err(Error::GateNotFound {
+            id: id.to_owned(),
+            gate: name.to_owned(),
+        });
+    };
+    if g.status != GateStatus::Pending.as_str() {
+        return Err(Error::GateAlreadyDecided {
+            id: id.to_owned(),
+            gate: g.name,
+            status: g.status,
+            decided_seq: g.decided_seq.unwrap_or(g.opened_seq),
+        });
+    }
+    Ok(g)
+}
+
+fn data_text(d: &GateData<'_>) -> Result<String> {
+    serde_json::to_string(d).map_err(|e| Error::internal(e.to_string()))
+}
+
+impl Ledger {
+    /// Opens gate `name` of `kind` on an active session (rev + 1, one
+    /// event). `auto`: approved at once (event `gate_approved`), the
+    /// session stays active. Other kinds: event `gate_opened`, the session
+    /// pauses with the gate pending. Event data: `{"gate", "kind",
+    /// "round"}`. A name may be opened again once its previous round is
+    /// decided.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (name: 1–128 characters, no secrets);
+    /// SESSION_NOT_FOUND; SESSION_INVALID_TRANSITION (not active);
+    /// SESSION_CONFLICT; GATE_PENDING (the name's previous round is still
+    /// pending); LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
+    ///
+    /// Spec: issue 4 §4.
+    pub fn open_gate(&self, id: &str, name: &str, kind: GateKind, m: &Mutation) -> Result<Session> {
+        parse_session_id(id)?;
+        validate_key(m)?;
+        check_name(name)?;
+        let event_type = if kind.blocks() {
+            EventType::GateOpened
+        } else {
+            EventType::GateApproved
+        };
+        let (sql, verb) = if kind.blocks() {
+            (ws::UPDATE_GATE_WAIT, Verb::GateWait)
+        } else {
+            (ws::UPDATE_GATE_AUTO, Verb::GateAuto)
+        };
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: "gate_open",
+                text: None,
+                step: Some(name),
+                data: Some(kind.as_str()),
+                if_rev: m.if_rev,
+            },
+        )?;
+        let now = self.now_ms();
+        self.write(|tx| {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return Ok(s);
+            }
+            if !conditional_update(tx, sql, id, now, None, m.if_rev)? {
+                return Err(diagnose(tx, id, verb, m.if_rev)?);
+            }
+            let round = match ws::find_latest_gate(tx, id, name).map_err(db)? {
+                Some(g) if g.status == GateStatus::Pending.as_str() => {
+                    return Err(Error::GatePending {
+                        id: id.to_owned(),
+                        gate: g.name,
+                    })
+                }
+                Some(g) => g.round + 1,
+                None => 1,
+            };
+            let data = data_text(&GateData {
+                gate: name,
+                kind: kind.as_str(),
+                round,
+                outcome: None,
+            })?;
+            let seq = self.append(
+                tx,
+                id,
+                event_type.as_str(),
+                None,
+                Some(&data),
+                m,
+                dg.as_deref(),
+            )?;
+            let s = read_back(tx, id)?;
+            ws::insert_gate(
+                tx,
+                &NewGate {
+                    session_id: id,
+                    name,
+                    round,
+                    kind: kind.as_str(),
+                    seq,
+                    at_ms: s.updated_at_ms,
+                    approved: !kind.blocks(),
+                },
+            )
+            .map_err(db)?;
+            Ok(s)
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
+    /// Approves the pending gate `name`: the session resumes (paused →
+    /// active), one `gate_approved` event whose `detail` is the note.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT; SESSION_NOT_FOUND; GATE_NOT_FOUND;
+    /// GATE_ALREADY_DECIDED (exit 5); SESSION_INVALID_TRANSITION (the
+    /// session is not paused, e.g. terminal); SESSION_CONFLICT; LEASE_HELD /
+    /// LEASE_NOT_FOUND; STORE_BUSY.
+    ///
+    /// Spec: issue 4 §4.
+    pub fn approve_gate(
+        &self,
+        id: &str,
+        name: &str,
+        note: Option<String>,
+        m: &Mutation,
+    ) -> Result<Session> {
+        self.decide_gate(id, name, note, None, m)
+    }
+
+    /// Rejects the pending gate `name` with `reason`: the session fails
+    /// (paused → failed), or is cancelled with `abort`; one `gate_rejected`
+    /// event (`detail` = reason, `data.outcome` = `failed` | `cancelled`),
+    /// and the reason becomes the session's `end_reason`.
+    ///
+    /// # Errors
+    /// As [`Ledger::approve_gate`]; INVALID_ARGUMENT for a reason outside
+    /// 1–4096 characters.
+    pub fn reject_gate(
+        &self,
+        id: &str,
+        name: &str,
+        reason: &str,
+        abort: bool,
+        m: &Mutation,
+    ) -> Result<Session> {
+        self.decide_gate(id, name, Some(reason.to_owned()), Some(abort), m)
+    }
+
+    /// `reject`: `Some(abort)`; approve: `None`.
+    fn decide_gate(
+        &self,
+        id: &str,
+        name: &str,
+        text: Option<String>,
+        reject: Option<bool>,
+        m: &Mutation,
+    ) -> Result<Session> {
+        parse_session_id(id)?;
+        validate_key(m)?;
+        check_name(name)?;
+        let field = if reject.is_some() { "reason" } else { "note" };
+        if let Some(t) = &text {
+            v::text(field, t, 1, v::REASON_MAX, Lines::Multi)?;
+        }
+        let text = redact_opt(text.as_deref());
+        let (sql, verb, event_type, status, outcome) = match reject {
+            None => (
+                ws::UPDATE_GATE_APPROVE,
+                Verb::GateApprove,
+                EventType::GateApproved,
+                GateStatus::Approved,
+                None,
+            ),
+            Some(false) => (
+                ws::UPDATE_GATE_REJECT,
+                Verb::GateReject,
+                EventType::GateRejected,
+                GateStatus::Rejected,
+                Some("failed"),
+            ),
+            Some(true) => (
+                ws::UPDATE_GATE_ABORT,
+                Verb::GateAbort,
+                EventType::GateRejected,
+                GateStatus::Rejected,
+                Some("cancelled"),
+            ),
+        };
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: verb.as_str(),
+                text: text.as_deref(),
+                step: Some(name),
+                data: outcome,
+                if_rev: m.if_rev,
+            },
+        )?;
+        let now = self.now_ms();
+        self.write(|tx| {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return Ok(s);
+            }
+            let g = pending_round(tx, id, name)?;
+            // The reason is stored as end_reason by a rejection only.
+            let stored = reject.and(text.as_deref());
+            if !conditional_update(tx, sql, id, now, stored, m.if_rev)? {
+                return Err(diagnose(tx, id, verb, m.if_rev)?);
+            }
+            let data = data_text(&GateData {
+                gate: name,
+                kind: &g.kind,
+                round: g.round,
+                outcome,
+            })?;
+            let seq = self.append(
+                tx,
+                id,
+                event_type.as_str(),
+                text.as_deref(),
+                Some(&data),
+                m,
+                dg.as_deref(),
+            )?;
+            let s = read_back(tx, id)?;
+            ws::decide_gate(
+                tx,
+                g.gate_id,
+                status.as_str(),
+                seq,
+                s.updated_at_ms,
+                text.as_deref(),
+                outcome,
+            )
+            .map_err(db)?;
+            Ok(s)
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
+    /// `gate list`: every gate of a session, oldest first.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
+    pub fn list_gates(&self, id: &str) -> Result<GateList> {
+        parse_session_id(id)?;
+        self.read(|tx| {
+            if !ss::session_exists(tx, id).map_err(db)? {
+                return Err(Error::SessionNotFound { id: id.to_owned() });
+            }
+            let gates = ws::select_gates(tx, id)
+                .map_err(db)?
+                .into_iter()
+                .map(to_gate)
+                .collect();
+            Ok(GateList {
+                session_id: id.to_owned(),
+                gates,
+            })
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+}

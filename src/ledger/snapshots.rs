@@ -1,0 +1,444 @@
+//! Checkpoint snapshots, restore and fork (issue 4 §3; the Amber seed's
+//! checkpoint manager and "session forking (branch from checkpoint)").
+//!
+//! `session checkpoint … --state JSON` stores the (redacted) JSON object in
+//! `session_snapshots`, keyed by the checkpoint event's seq, with the
+//! session's `stage` at that moment; the checkpoint event's data records
+//! `snapshot: {size_bytes, sha256}`, so the hash chain covers the snapshot.
+//!
+//! A snapshot's `state` is the context it restores: `restore` sets the
+//! session's `context` to the state and its `stage` to the snapshot's stage
+//! (event `checkpoint_restored`); usage is never rewound. `fork` creates a
+//! child session (parent = the source) whose context and stage come from
+//! the snapshot (event `forked` on both).
+
+use super::sessions::{
+    conditional_update, diagnose, key_digest, new_session_id, parse_session_id, read_back,
+    redacted_json_text, replay, validate_key, VerbDigest, CREATED_CLAMP_MS,
+};
+use super::{Ledger, Mutation};
+use crate::error::{Error, Result};
+use crate::model::{EventType, Session, Verb};
+use crate::redact::redact;
+use crate::store::events::{self as ev, NewEvent};
+use crate::store::sessions as ss;
+use crate::store::workflow::{self as ws, SnapshotRow};
+use crate::validate::{self as v, Lines};
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A validated, redacted snapshot state, ready to store.
+#[derive(Debug, Clone)]
+pub(super) struct PreparedState {
+    /// Compact JSON text (redacted).
+    pub(super) text: String,
+    /// Its size in bytes.
+    pub(super) size_bytes: i64,
+    /// SHA-256 (hex) of the text.
+    pub(super) sha256: String,
+}
+
+/// Checks (a JSON object, ≤ 256 KiB compact as given) and redacts a
+/// `--state` value.
+pub(super) fn prepare_state(state: &Option<Value>) -> Result<Option<PreparedState>> {
+    let Some(val) = state else { return Ok(None) };
+    v::json_value("state", val)?;
+    let Some(text) = redacted_json_text(state)? else {
+        return Ok(None);
+    };
+    Ok(Some(PreparedState {
+        size_bytes: i64::try_from(text.len()).unwrap_or(i64::MAX),
+        sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        text,
+    }))
+}
+
+/// One snapshot as `session checkpoints` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotInfo {
+    /// Seq of the `checkpoint` event that stored it (the `--checkpoint`
+    /// argument of restore and fork).
+    pub seq: i64,
+    /// The checkpoint's step, or null.
+    pub step: Option<String>,
+    /// When, ms since the Unix epoch (UTC).
+    pub at_ms: i64,
+    /// Bytes of the stored state (compact, redacted JSON).
+    pub size_bytes: i64,
+    /// The session's stage when it was taken (restored with it), or null.
+    pub stage: Option<String>,
+}
+
+/// `session checkpoints`: a session's snapshots by seq.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotList {
+    /// The session.
+    pub session_id: String,
+    /// Its snapshots, oldest first.
+    pub checkpoints: Vec<SnapshotInfo>,
+}
+
+/// A `fork` request.
+#[derive(Debug, Clone, Default)]
+pub struct ForkRequest {
+    /// The snapshot's seq; `None`: the newest snapshot.
+    pub checkpoint: Option<i64>,
+    /// The child's title (1–200 characters); `None`: the source's.
+    pub title: Option<String>,
+}
+
+fn db(e: rusqlite::Error) -> Error {
+    Error::from_sqlite(e, 0)
+}
+
+fn info(s: SnapshotRow) -> SnapshotInfo {
+    SnapshotInfo {
+        seq: s.seq,
+        step: s.step,
+        at_ms: s.at_ms,
+        size_bytes: s.size_bytes,
+        stage: s.stage,
+    }
+}
+
+/// The snapshot at `seq` (or the newest), or SESSION_NOT_FOUND /
+/// CHECKPOINT_NOT_FOUND.
+fn snapshot(tx: &Connection, id: &str, seq: Option<i64>) -> Result<SnapshotRow> {
+    match ws::find_snapshot(tx, id, seq).map_err(db)? {
+        Some(s) => Ok(s),
+        None if !ss::session_exists(tx, id).map_err(db)? => {
+            Err(Error::SessionNotFound { id: id.to_owned() })
+        }
+        None => Err(Error::CheckpointNotFound {
+            id: id.to_owned(),
+            seq,
+        }),
+    }
+}
+
+fn check_seq(seq: Option<i64>) -> Result<()> {
+    match seq {
+        Some(s) if s < 0 => Err(Error::invalid("checkpoint", "must be a seq of 0 or more")),
+        _ => Ok(()),
+    }
+}
+
+fn to_text<T: Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::internal(e.to_string()))
+}
+
+#[derive(Serialize)]
+struct RestoreData<'a> {
+    checkpoint_seq: i64,
+    stage: Option<&'a str>,
+    size_bytes: i64,
+}
+
+#[derive(Serialize)]
+struct ForkData<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    child_session_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_session_id: Option<&'a str>,
+    checkpoint_seq: i64,
+}
+
+impl Ledger {
+    /// A session's checkpoint snapshots: seq, step, at_ms, size_bytes
+    /// (and stage), oldest first.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
+    ///
+    /// Spec: issue 4 §3.
+    pub fn list_snapshots(&self, id: &str) -> Result<SnapshotList> {
+        parse_session_id(id)?;
+        self.read(|tx| {
+            if !ss::session_exists(tx, id).map_err(db)? {
+                return Err(Error::SessionNotFound { id: id.to_owned() });
+            }
+            let checkpoints = ws::select_snapshots(tx, id)
+                .map_err(db)?
+                .into_iter()
+                .map(info)
+                .collect();
+            Ok(SnapshotList {
+                session_id: id.to_owned(),
+                checkpoints,
+            })
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
+    /// Restores `stage` and `context` of an active or paused session from
+    /// the snapshot of checkpoint `seq` (rev + 1, event
+    /// `checkpoint_restored` with data `{checkpoint_seq, stage,
+    /// size_bytes}`). Status, usage, references and the latest checkpoint
+    /// are left as they are: usage is never rewound.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT; SESSION_NOT_FOUND; CHECKPOINT_NOT_FOUND (no
+    /// snapshot at that seq); SESSION_INVALID_TRANSITION (pending or
+    /// terminal); SESSION_CONFLICT; LEASE_HELD / LEASE_NOT_FOUND;
+    /// STORE_BUSY.
+    ///
+    /// Spec: issue 4 §3.
+    pub fn restore(&self, id: &str, seq: i64, m: &Mutation) -> Result<Session> {
+        parse_session_id(id)?;
+        validate_key(m)?;
+        check_seq(Some(seq))?;
+        let seq_text = seq.to_string();
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: "restore",
+                text: None,
+                step: None,
+                data: Some(&seq_text),
+                if_rev: m.if_rev,
+            },
+        )?;
+        let now = self.now_ms();
+        self.write(|tx| {
+            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return Ok(s);
+            }
+            let snap = snapshot(tx, id, Some(seq))?;
+            let n = match m.if_rev {
+                None => tx
+                    .prepare_cached(ws::UPDATE_RESTORE[0])
+                    .and_then(|mut st| st.execute(params![id, now, snap.stage])),
+                Some(r) => tx
+                    .prepare_cached(ws::UPDATE_RESTORE[1])
+                    .and_then(|mut st| st.execute(params![id, now, snap.stage, r])),
+            }
+            .map_err(db)?;
+            if n != 1 {
+                return Err(diagnose(tx, id, Verb::Restore, m.if_rev)?);
+            }
+            ws::update_context(tx, id, &snap.state).map_err(db)?;
+            let data = to_text(&RestoreData {
+                checkpoint_seq: snap.seq,
+                stage: snap.stage.as_deref(),
+                size_bytes: snap.size_bytes,
+            })?;
+            self.append(
+                tx,
+                id,
+                EventType::CheckpointRestored.as_str(),
+                None,
+                Some(&data),
+                m,
+                dg.as_deref(),
+            )?;
+            read_back(tx, id)
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
+    /// Forks a child session from a snapshot of `id` (the newest, or
+    /// `req.checkpoint`). The child: active, parent = `id`, title =
+    /// `req.title` or the source's, goal, app, agent, route, tags and
+    /// metadata copied from the source, `context` = the snapshot's state,
+    /// `stage` = the snapshot's stage, usage zero; events `created` and
+    /// `forked` (rev 2). The source gets a `forked` event (rev + 1) naming
+    /// the child — unless it is terminal: a terminal session is frozen, so
+    /// a fork of it is recorded on the child only. Returns the child.
+    ///
+    /// `m.if_rev` and `m.lease` apply to the source; `m.idempotency_key`
+    /// makes a retry return the same child.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT; SESSION_NOT_FOUND; CHECKPOINT_NOT_FOUND;
+    /// SESSION_CONFLICT; LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
+    ///
+    /// Spec: issue 4 §3.
+    pub fn fork(&self, id: &str, req: &ForkRequest, m: &Mutation) -> Result<Session> {
+        parse_session_id(id)?;
+        validate_key(m)?;
+        check_seq(req.checkpoint)?;
+        if let Some(t) = &req.title {
+            v::text("title", t, 1, v::TITLE_MAX, Lines::Single)?;
+        }
+        let title = req.title.as_deref().map(|t| redact(t).into_owned());
+        let seq_text = req.checkpoint.map(|s| s.to_string());
+        let dg = key_digest(
+            m,
+            &VerbDigest {
+                verb: "fork",
+                text: title.as_deref(),
+                step: Some(id),
+                data: seq_text.as_deref(),
+                if_rev: m.if_rev,
+            },
+        )?;
+        let now = self.now_ms();
+        let source_m = Mutation {
+            idempotency_key: None,
+            ..m.clone()
+        };
+        self.write(|tx| {
+            if let (Some(key), Some(dg)) = (&m.idempotency_key, &dg) {
+                if let Some((sid, stored)) = ev::find_created_by_key(tx, key).map_err(db)? {
+                    if &stored != dg {
+                        return Err(Error::invalid(
+                            "idempotency_key",
+                            "was already used with different arguments",
+                        ));
+                    }
+                    return read_back(tx, &sid);
+                }
+            }
+            let source = ss::find_session(tx, id)
+                .map_err(db)?
+                .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
+            let snap = snapshot(tx, id, req.checkpoint)?;
+            let live = !source.status.is_terminal();
+            if live {
+                if !conditional_update(tx, ws::UPDATE_LIVE_TOUCH, id, now, None, m.if_rev)? {
+                    return Err(diagnose(tx, id, Verb::Fork, m.if_rev)?);
+                }
+            } else if let Some(r) = m.if_rev.filter(|r| *r != source.rev) {
+                return Err(Error::Conflict {
+                    id: id.to_owned(),
+                    expected_rev: r,
+                    actual_rev: source.rev,
+                    latest_event: ev::latest_event(tx, id).map_err(db)?,
+                });
+            }
+            let child = self.insert_fork_child(
+                tx,
+                &source,
+                title.as_deref().unwrap_or(&source.title),
+                &snap,
+                now,
+                m.idempotency_key.as_deref().zip(dg.as_deref()),
+            )?;
+            if live {
+                let data = to_text(&ForkData {
+                    child_session_id: Some(&child),
+                    parent_session_id: None,
+                    checkpoint_seq: snap.seq,
+                })?;
+                self.append(
+                    tx,
+                    id,
+                    EventType::Forked.as_str(),
+                    None,
+                    Some(&data),
+                    &source_m,
+                    None,
+                )?;
+            }
+            read_back(tx, &child)
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
+    /// Inserts the child of a fork with its `created` and `forked` events;
+    /// returns its id.
+    fn insert_fork_child(
+        &self,
+        tx: &Connection,
+        source: &Session,
+        title: &str,
+        snap: &SnapshotRow,
+        now: i64,
+        key: Option<(&str, &str)>,
+    ) -> Result<String> {
+        let newest: Option<i64> = tx
+            .prepare_cached(ss::SELECT_MAX_CREATED)
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(db)?;
+        let created_at_ms = match newest {
+            Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
+            _ => now,
+        };
+        let tags = to_text(&source.tags)?;
+        let parent = source.session_id.to_string();
+        let actor = self.opts.actor;
+        let mut attempt = 0;
+        let (child, insert_seq) = loop {
+            let cid = new_session_id()?;
+            let res = tx.prepare_cached(ss::INSERT_SESSION).and_then(|mut st| {
+                st.execute(params![
+                    cid.as_str(),
+                    "active",
+                    title,
+                    source.app,
+                    source.agent_id,
+                    source.route,
+                    snap.stage,
+                    parent,
+                    tags,
+                    actor.as_str(),
+                    Option::<&str>::None,
+                    0_i64,
+                    created_at_ms,
+                ])
+            });
+            match res {
+                Ok(_) => break (cid.to_string(), tx.last_insert_rowid()),
+                Err(e)
+                    if attempt < 3
+                        && e.sqlite_error_code()
+                            == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
+                    attempt += 1;
+                }
+                Err(e) => return Err(db(e)),
+            }
+        };
+        tx.prepare_cached(ss::INSERT_SESSION_DATA)
+            .and_then(|mut st| {
+                st.execute(params![
+                    insert_seq,
+                    child,
+                    source.goal,
+                    snap.state,
+                    source.metadata.get()
+                ])
+            })
+            .map_err(db)?;
+        for t in &source.tags {
+            tx.prepare_cached(ss::INSERT_TAG)
+                .and_then(|mut st| st.execute(params![t, created_at_ms, insert_seq, child]))
+                .map_err(db)?;
+        }
+        ev::insert_event(
+            tx,
+            &NewEvent {
+                session_id: &child,
+                event_type: EventType::Created.as_str(),
+                actor_type: actor,
+                detail: Some("session created by fork"),
+                data: None,
+                idempotency: key,
+            },
+        )
+        .map_err(db)?;
+        if !conditional_update(tx, ws::UPDATE_LIVE_TOUCH, &child, now, None, None)? {
+            return Err(Error::internal("a forked child could not be updated"));
+        }
+        let data = to_text(&ForkData {
+            child_session_id: None,
+            parent_session_id: Some(&parent),
+            checkpoint_seq: snap.seq,
+        })?;
+        ev::insert_event(
+            tx,
+            &NewEvent {
+                session_id: &child,
+                event_type: EventType::Forked.as_str(),
+                actor_type: actor,
+                detail: None,
+                data: Some(&data),
+                idempotency: None,
+            },
+        )
+        .map_err(db)?;
+        Ok(child)
+    }
+}

@@ -1,0 +1,176 @@
+//! Hierarchies (issue 4 §2): `session tree` and the child counts, blocking
+//! gate and lease that `show` adds.
+
+use super::gates::pending_gate;
+use super::leases::{lease_info, LeaseInfo};
+use super::sessions::parse_session_id;
+use super::Ledger;
+use crate::error::{Error, Result};
+use crate::model::{Gate, Session, SessionStatus};
+use crate::store::sessions as ss;
+use crate::store::workflow as ws;
+use rusqlite::Connection;
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// Most sessions `session tree` returns: 10,000. A larger tree comes back
+/// with `truncated: true` (never silently cut).
+pub const TREE_MAX_NODES: usize = 10_000;
+
+/// A session's direct children by status (`show`'s `children`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChildCounts {
+    /// All direct children.
+    pub total: i64,
+    /// Pending children.
+    pub pending: i64,
+    /// Active children.
+    pub active: i64,
+    /// Paused children.
+    pub paused: i64,
+    /// Completed children.
+    pub completed: i64,
+    /// Failed children.
+    pub failed: i64,
+    /// Cancelled children.
+    pub cancelled: i64,
+}
+
+/// One session of a tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNode {
+    /// The session.
+    pub session_id: String,
+    /// Its parent (null for the root when it has none).
+    pub parent_session_id: Option<String>,
+    /// 0 for the root, 1 for its children, …
+    pub depth: u32,
+    /// Its status.
+    pub status: String,
+    /// Its title.
+    pub title: String,
+    /// Creation time, ms since the Unix epoch (UTC).
+    pub created_at_ms: i64,
+    /// Number of direct children.
+    pub child_count: i64,
+}
+
+/// `session tree`: the root and all its descendants, depth first, children
+/// in creation order.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionTree {
+    /// The root.
+    pub session_id: String,
+    /// The nodes, root first (pre-order).
+    pub nodes: Vec<TreeNode>,
+    /// Whether the tree had more than [`TREE_MAX_NODES`] sessions and only
+    /// the first were returned.
+    pub truncated: bool,
+}
+
+/// What `show` adds for workflows.
+#[derive(Debug, Clone)]
+pub(super) struct WorkflowView {
+    pub(super) children: ChildCounts,
+    pub(super) blocking_gate: Option<Gate>,
+    pub(super) lease: Option<LeaseInfo>,
+}
+
+fn db(e: rusqlite::Error) -> Error {
+    Error::from_sqlite(e, 0)
+}
+
+/// Child counts by status.
+pub(super) fn child_counts(tx: &Connection, id: &str) -> Result<ChildCounts> {
+    let mut c = ChildCounts::default();
+    for child in ws::select_children(tx, id).map_err(db)? {
+        c.total += 1;
+        match child.status.parse::<SessionStatus>() {
+            Ok(SessionStatus::Pending) => c.pending += 1,
+            Ok(SessionStatus::Active) => c.active += 1,
+            Ok(SessionStatus::Paused) => c.paused += 1,
+            Ok(SessionStatus::Completed) => c.completed += 1,
+            Ok(SessionStatus::Failed) => c.failed += 1,
+            Ok(SessionStatus::Cancelled) | Err(_) => c.cancelled += 1,
+        }
+    }
+    Ok(c)
+}
+
+/// Children, blocking gate (a pending gate of a live session) and lease.
+pub(super) fn workflow_view(tx: &Connection, s: &Session, now: i64) -> Result<WorkflowView> {
+    let id = s.session_id.as_str();
+    let blocking_gate = if s.status.is_terminal() {
+        None
+    } else {
+        pending_gate(tx, id)?
+    };
+    Ok(WorkflowView {
+        children: child_counts(tx, id)?,
+        blocking_gate,
+        lease: lease_info(tx, id, now)?,
+    })
+}
+
+impl Ledger {
+    /// `session tree`: the session and every descendant with its status,
+    /// depth first (children in creation order), at most
+    /// [`TREE_MAX_NODES`] (then `truncated`). A cycle planted by raw SQL is
+    /// walked once.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
+    ///
+    /// Spec: issue 4 §2.
+    pub fn session_tree(&self, id: &str) -> Result<SessionTree> {
+        parse_session_id(id)?;
+        self.read(|tx| {
+            let root = ss::find_session(tx, id)
+                .map_err(db)?
+                .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
+            let mut nodes: Vec<TreeNode> = Vec::new();
+            let mut seen: HashSet<String> = HashSet::from([id.to_owned()]);
+            // Depth first: pop a node, emit it, push its children reversed.
+            let mut stack = vec![TreeNode {
+                session_id: id.to_owned(),
+                parent_session_id: root.parent_session_id.clone(),
+                depth: 0,
+                status: root.status.as_str().to_owned(),
+                title: root.title.clone(),
+                created_at_ms: root.created_at_ms,
+                child_count: 0,
+            }];
+            let mut truncated = false;
+            while let Some(mut node) = stack.pop() {
+                if nodes.len() >= TREE_MAX_NODES {
+                    truncated = true;
+                    break;
+                }
+                let children = ws::select_children(tx, &node.session_id).map_err(db)?;
+                node.child_count = i64::try_from(children.len()).unwrap_or(i64::MAX);
+                let (sid, depth) = (node.session_id.clone(), node.depth);
+                nodes.push(node);
+                for c in children.into_iter().rev() {
+                    if !seen.insert(c.session_id.clone()) {
+                        continue;
+                    }
+                    stack.push(TreeNode {
+                        session_id: c.session_id,
+                        parent_session_id: Some(sid.clone()),
+                        depth: depth + 1,
+                        status: c.status,
+                        title: c.title,
+                        created_at_ms: c.created_at_ms,
+                        child_count: 0,
+                    });
+                }
+            }
+            Ok(SessionTree {
+                session_id: id.to_owned(),
+                nodes,
+                truncated,
+            })
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+}

@@ -1,0 +1,482 @@
+//! SQL for the workflow tables of schema V4: `session_snapshots`,
+//! `session_gates`, `session_leases`, and the hierarchy reads on `sessions`
+//! (issue 4 §2–§4, §6).
+//!
+//! Same rules as `store/sessions.rs`: every statement is a `const` with
+//! explicit columns and `?N` parameters, single-table where it is read per
+//! mutation, no bound LIMIT, no RETURNING, statuses as `=` … `OR` literals.
+
+use super::codec::{opt_text, text};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::sessions::update_sessions;
+
+/// Any gate on an active session: `auto` (approved at once). ?1 id, ?2 now
+/// ms; guarded: ?3 rev.
+pub const UPDATE_GATE_AUTO: [&str; 2] = [
+    update_sessions!("", "status = 'active'", ""),
+    update_sessions!("", "status = 'active'", " AND rev = ?3"),
+];
+/// A blocking gate: active → paused. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_GATE_WAIT: [&str; 2] = [
+    update_sessions!(", status = 'paused'", "status = 'active'", ""),
+    update_sessions!(", status = 'paused'", "status = 'active'", " AND rev = ?3"),
+];
+/// Approve: paused → active. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_GATE_APPROVE: [&str; 2] = [
+    update_sessions!(", status = 'active'", "status = 'paused'", ""),
+    update_sessions!(", status = 'active'", "status = 'paused'", " AND rev = ?3"),
+];
+/// Reject: paused → failed. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
+pub const UPDATE_GATE_REJECT: [&str; 2] = [
+    update_sessions!(
+        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "status = 'paused'",
+        ""
+    ),
+    update_sessions!(
+        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "status = 'paused'",
+        " AND rev = ?4"
+    ),
+];
+/// Reject with `--abort`: paused → cancelled. ?1 id, ?2 now ms, ?3 reason;
+/// guarded: ?4 rev.
+pub const UPDATE_GATE_ABORT: [&str; 2] = [
+    update_sessions!(
+        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "status = 'paused'",
+        ""
+    ),
+    update_sessions!(
+        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
+        "status = 'paused'",
+        " AND rev = ?4"
+    ),
+];
+/// Restore: sets `stage` (?3, may be NULL) on an active or paused session.
+/// ?1 id, ?2 now ms; guarded: ?4 rev.
+pub const UPDATE_RESTORE: [&str; 2] = [
+    update_sessions!(", stage = ?3", "status = 'active' OR status = 'paused'", ""),
+    update_sessions!(
+        ", stage = ?3",
+        "status = 'active' OR status = 'paused'",
+        " AND rev = ?4"
+    ),
+];
+/// Lease changes and the source side of a fork: any live session, status
+/// unchanged. ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_LIVE_TOUCH: [&str; 2] = [
+    update_sessions!(
+        "",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
+        ""
+    ),
+    update_sessions!(
+        "",
+        "status = 'pending' OR status = 'active' OR status = 'paused'",
+        " AND rev = ?3"
+    ),
+];
+
+/// Replaces a session's context (restore). ?1 id, ?2 context JSON text.
+pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = ?2 \
+     WHERE insert_seq = (SELECT insert_seq FROM sessions WHERE session_id = ?1)";
+
+// ---- snapshots ----
+
+/// Stores a snapshot for the checkpoint event at ?2, with the session's
+/// current stage and time (`updated_at_ms`, the event's `at_ms`). ?1 id,
+/// ?3 step, ?4 state JSON, ?5 size in bytes.
+pub const INSERT_SNAPSHOT: &str = "INSERT INTO session_snapshots \
+     (session_id, seq, step, stage, state, size_bytes, at_ms) \
+     SELECT ?1, ?2, ?3, s.stage, ?4, ?5, s.updated_at_ms FROM sessions s WHERE s.session_id = ?1";
+
+/// A session's snapshots without their state (sorted by seq in Rust).
+pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms \
+     FROM session_snapshots WHERE session_id = ?1";
+
+/// One snapshot with its state. ?1 id, ?2 seq.
+pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
+     FROM session_snapshots WHERE session_id = ?1 AND seq = ?2";
+
+/// The newest snapshot with its state. ?1 id.
+pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
+     FROM session_snapshots WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
+
+/// A snapshot's listing fields.
+#[derive(Debug, Clone)]
+pub struct SnapshotRow {
+    /// Seq of its checkpoint event.
+    pub seq: i64,
+    /// The checkpoint's step.
+    pub step: Option<String>,
+    /// The session's stage when it was taken.
+    pub stage: Option<String>,
+    /// Bytes of the stored state.
+    pub size_bytes: i64,
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// The state JSON text (empty in listings).
+    pub state: String,
+}
+
+fn map_snapshot(r: &rusqlite::Row<'_>, with_state: bool) -> rusqlite::Result<SnapshotRow> {
+    Ok(SnapshotRow {
+        seq: r.get(0)?,
+        step: opt_text(r, 1)?,
+        stage: opt_text(r, 2)?,
+        size_bytes: r.get(3)?,
+        at_ms: r.get(4)?,
+        state: if with_state {
+            text(r, 5)?
+        } else {
+            String::new()
+        },
+    })
+}
+
+/// Stores a snapshot for the checkpoint event `seq`.
+pub fn insert_snapshot(
+    conn: &Connection,
+    id: &str,
+    seq: i64,
+    step: Option<&str>,
+    state: &str,
+) -> rusqlite::Result<()> {
+    let size = i64::try_from(state.len()).unwrap_or(i64::MAX);
+    conn.prepare_cached(INSERT_SNAPSHOT)?
+        .execute(params![id, seq, step, state, size])
+        .map(|_| ())
+}
+
+/// A session's snapshots by seq, without state.
+pub fn select_snapshots(conn: &Connection, id: &str) -> rusqlite::Result<Vec<SnapshotRow>> {
+    let mut st = conn.prepare_cached(SELECT_SNAPSHOTS)?;
+    let rows = st.query_map(params![id], |r| map_snapshot(r, false))?;
+    let mut v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    v.sort_by_key(|s| s.seq);
+    Ok(v)
+}
+
+/// One snapshot with its state: at `seq`, or the newest with `None`.
+pub fn find_snapshot(
+    conn: &Connection,
+    id: &str,
+    seq: Option<i64>,
+) -> rusqlite::Result<Option<SnapshotRow>> {
+    match seq {
+        Some(seq) => conn
+            .prepare_cached(SELECT_SNAPSHOT)?
+            .query_row(params![id, seq], |r| map_snapshot(r, true))
+            .optional(),
+        None => conn
+            .prepare_cached(SELECT_LATEST_SNAPSHOT)?
+            .query_row(params![id], |r| map_snapshot(r, true))
+            .optional(),
+    }
+}
+
+// ---- gates ----
+
+/// Every gate of a session (sorted by gate_id in Rust).
+pub const SELECT_GATES: &str = "SELECT gate_id, name, round, kind, status, opened_seq, \
+     opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
+     WHERE session_id = ?1";
+
+/// The latest round of a gate name. ?1 id, ?2 name.
+pub const SELECT_LATEST_GATE: &str = "SELECT gate_id, name, round, kind, status, opened_seq, \
+     opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
+     WHERE session_id = ?1 AND name = ?2 ORDER BY round DESC LIMIT 1";
+
+/// The session's pending gate, if any (at most one: a blocking gate pauses
+/// the session, and gates open only on active sessions).
+pub const SELECT_PENDING_GATE: &str = "SELECT gate_id, name, round, kind, status, opened_seq, \
+     opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
+     WHERE session_id = ?1 AND status = 'pending' ORDER BY gate_id DESC LIMIT 1";
+
+/// Opens a gate. ?1 id, ?2 name, ?3 round, ?4 kind, ?5 status, ?6 opened
+/// seq, ?7 opened at ms, ?8 decided seq, ?9 decided at ms.
+pub const INSERT_GATE: &str = "INSERT INTO session_gates (session_id, name, round, kind, status, \
+     opened_seq, opened_at_ms, decided_seq, decided_at_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// Decides a pending gate. ?1 gate_id, ?2 status, ?3 seq, ?4 at ms,
+/// ?5 reason, ?6 outcome.
+pub const UPDATE_GATE_DECIDE: &str = "UPDATE session_gates SET status = ?2, decided_seq = ?3, \
+     decided_at_ms = ?4, reason = ?5, outcome = ?6 WHERE gate_id = ?1";
+
+/// A gate row.
+#[derive(Debug, Clone)]
+pub struct GateRow {
+    /// Row id.
+    pub gate_id: i64,
+    /// Name.
+    pub name: String,
+    /// Round of the name, from 1.
+    pub round: i64,
+    /// `auto`, `user-approval`, `step-confirm`.
+    pub kind: String,
+    /// `pending`, `approved`, `rejected`.
+    pub status: String,
+    /// Seq of the event that opened it.
+    pub opened_seq: i64,
+    /// ms since the epoch.
+    pub opened_at_ms: i64,
+    /// Seq of the deciding event.
+    pub decided_seq: Option<i64>,
+    /// ms since the epoch.
+    pub decided_at_ms: Option<i64>,
+    /// Note or reason.
+    pub reason: Option<String>,
+    /// `failed` or `cancelled` for a rejection.
+    pub outcome: Option<String>,
+}
+
+fn map_gate(r: &rusqlite::Row<'_>) -> rusqlite::Result<GateRow> {
+    Ok(GateRow {
+        gate_id: r.get(0)?,
+        name: text(r, 1)?,
+        round: r.get(2)?,
+        kind: text(r, 3)?,
+        status: text(r, 4)?,
+        opened_seq: r.get(5)?,
+        opened_at_ms: r.get(6)?,
+        decided_seq: r.get(7)?,
+        decided_at_ms: r.get(8)?,
+        reason: opt_text(r, 9)?,
+        outcome: opt_text(r, 10)?,
+    })
+}
+
+/// Every gate of a session, in opening order.
+pub fn select_gates(conn: &Connection, id: &str) -> rusqlite::Result<Vec<GateRow>> {
+    let mut st = conn.prepare_cached(SELECT_GATES)?;
+    let rows = st.query_map(params![id], map_gate)?;
+    let mut v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    v.sort_by_key(|g| g.gate_id);
+    Ok(v)
+}
+
+/// The latest round of a gate name.
+pub fn find_latest_gate(
+    conn: &Connection,
+    id: &str,
+    name: &str,
+) -> rusqlite::Result<Option<GateRow>> {
+    conn.prepare_cached(SELECT_LATEST_GATE)?
+        .query_row(params![id, name], map_gate)
+        .optional()
+}
+
+/// The session's pending gate.
+pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option<GateRow>> {
+    conn.prepare_cached(SELECT_PENDING_GATE)?
+        .query_row(params![id], map_gate)
+        .optional()
+}
+
+/// A new gate row.
+#[derive(Debug, Clone)]
+pub struct NewGate<'a> {
+    /// Session.
+    pub session_id: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// Round.
+    pub round: i64,
+    /// Kind.
+    pub kind: &'a str,
+    /// Opening event seq.
+    pub seq: i64,
+    /// Opening time, ms.
+    pub at_ms: i64,
+    /// Inserted already approved (`auto`).
+    pub approved: bool,
+}
+
+/// Inserts a gate.
+pub fn insert_gate(conn: &Connection, g: &NewGate<'_>) -> rusqlite::Result<()> {
+    let (status, dseq, dat) = if g.approved {
+        ("approved", Some(g.seq), Some(g.at_ms))
+    } else {
+        ("pending", None, None)
+    };
+    conn.prepare_cached(INSERT_GATE)?
+        .execute(params![
+            g.session_id,
+            g.name,
+            g.round,
+            g.kind,
+            status,
+            g.seq,
+            g.at_ms,
+            dseq,
+            dat
+        ])
+        .map(|_| ())
+}
+
+/// Decides a pending gate.
+pub fn decide_gate(
+    conn: &Connection,
+    gate_id: i64,
+    status: &str,
+    seq: i64,
+    at_ms: i64,
+    reason: Option<&str>,
+    outcome: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(UPDATE_GATE_DECIDE)?
+        .execute(params![gate_id, status, seq, at_ms, reason, outcome])
+        .map(|_| ())
+}
+
+// ---- leases ----
+
+/// The session's lease row (hot: read by every mutation; a primary-key
+/// look-up on a WITHOUT ROWID table). ?1 id.
+pub const SELECT_LEASE: &str = "SELECT token_sha256, pid, hostname, acquired_at_ms, \
+     expires_at_ms, acquired_seq FROM session_leases WHERE session_id = ?1";
+
+/// Takes, renews or takes over the lease. ?1 id, ?2 token SHA-256 hex,
+/// ?3 pid, ?4 hostname, ?5 acquired at ms, ?6 expires at ms, ?7 event seq.
+pub const UPSERT_LEASE: &str = "INSERT INTO session_leases (session_id, token_sha256, pid, \
+     hostname, acquired_at_ms, expires_at_ms, acquired_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+     ON CONFLICT (session_id) DO UPDATE SET token_sha256 = excluded.token_sha256, \
+     pid = excluded.pid, hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, \
+     expires_at_ms = excluded.expires_at_ms, acquired_seq = excluded.acquired_seq";
+
+/// Releases the lease. ?1 id.
+pub const DELETE_LEASE: &str = "DELETE FROM session_leases WHERE session_id = ?1";
+
+/// A lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// SHA-256 (hex) of the token.
+    pub token_sha256: String,
+    /// Owner pid.
+    pub pid: i64,
+    /// Owner host.
+    pub hostname: String,
+    /// ms since the epoch.
+    pub acquired_at_ms: i64,
+    /// ms since the epoch.
+    pub expires_at_ms: i64,
+    /// Seq of the acquiring event.
+    pub acquired_seq: i64,
+}
+
+/// The session's lease row, if any.
+pub fn find_lease(conn: &Connection, id: &str) -> rusqlite::Result<Option<LeaseRow>> {
+    conn.prepare_cached(SELECT_LEASE)?
+        .query_row(params![id], |r| {
+            Ok(LeaseRow {
+                token_sha256: text(r, 0)?,
+                pid: r.get(1)?,
+                hostname: text(r, 2)?,
+                acquired_at_ms: r.get(3)?,
+                expires_at_ms: r.get(4)?,
+                acquired_seq: r.get(5)?,
+            })
+        })
+        .optional()
+}
+
+/// Writes the lease row.
+pub fn upsert_lease(conn: &Connection, id: &str, l: &LeaseRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(UPSERT_LEASE)?
+        .execute(params![
+            id,
+            l.token_sha256,
+            l.pid,
+            l.hostname,
+            l.acquired_at_ms,
+            l.expires_at_ms,
+            l.acquired_seq
+        ])
+        .map(|_| ())
+}
+
+/// Deletes the lease row.
+pub fn delete_lease(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(DELETE_LEASE)?
+        .execute(params![id])
+        .map(|_| ())
+}
+
+// ---- hierarchy ----
+
+/// Direct children of a session (sorted by insert_seq in Rust). ?1 id.
+pub const SELECT_CHILDREN: &str = "SELECT session_id, status, title, created_at_ms, insert_seq \
+     FROM sessions WHERE parent_session_id = ?1";
+
+/// A child row.
+#[derive(Debug, Clone)]
+pub struct ChildRow {
+    /// The child's id.
+    pub session_id: String,
+    /// Its status.
+    pub status: String,
+    /// Its title.
+    pub title: String,
+    /// ms since the epoch.
+    pub created_at_ms: i64,
+    /// Insertion key.
+    pub insert_seq: i64,
+}
+
+/// Direct children, in creation order.
+pub fn select_children(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChildRow>> {
+    let mut st = conn.prepare_cached(SELECT_CHILDREN)?;
+    let rows = st.query_map(params![id], |r| {
+        Ok(ChildRow {
+            session_id: text(r, 0)?,
+            status: text(r, 1)?,
+            title: text(r, 2)?,
+            created_at_ms: r.get(3)?,
+            insert_seq: r.get(4)?,
+        })
+    })?;
+    let mut v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    v.sort_by_key(|c| c.insert_seq);
+    Ok(v)
+}
+
+/// Replaces the context of a session (restore).
+pub fn update_context(conn: &Connection, id: &str, context: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(UPDATE_CONTEXT)?
+        .execute(params![id, context])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Verb;
+
+    /// Each workflow UPDATE admits exactly its verb's statuses.
+    #[test]
+    fn workflow_updates_match_the_transition_table() {
+        for (verb, sql) in [
+            (Verb::GateAuto, UPDATE_GATE_AUTO),
+            (Verb::GateWait, UPDATE_GATE_WAIT),
+            (Verb::GateApprove, UPDATE_GATE_APPROVE),
+            (Verb::GateReject, UPDATE_GATE_REJECT),
+            (Verb::GateAbort, UPDATE_GATE_ABORT),
+            (Verb::Restore, UPDATE_RESTORE),
+            (Verb::Lease, UPDATE_LIVE_TOUCH),
+            (Verb::Fork, UPDATE_LIVE_TOUCH),
+        ] {
+            let list: Vec<String> = verb
+                .allowed_from()
+                .iter()
+                .map(|s| format!("status = '{}'", s.as_str()))
+                .collect();
+            let want = format!("session_id = ?1 AND ({})", list.join(" OR "));
+            for s in sql {
+                assert!(s.contains(&want), "{verb:?}: {s}");
+            }
+            assert!(!sql[0].contains("rev = ?") && sql[1].contains("AND rev = ?"));
+        }
+    }
+}

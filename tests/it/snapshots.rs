@@ -1,0 +1,439 @@
+//! Checkpoint snapshots, restore and fork (issue 4 §3).
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+fn data(env: &TestEnv, args: &[&str]) -> Value {
+    env.json(args).data()
+}
+
+fn context(env: &TestEnv, id: &str) -> Value {
+    data(env, &["session", "show", id])["session"]["context"].clone()
+}
+
+#[test]
+fn checkpoints_list_seq_step_time_and_size() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let state = r#"{ "plan": ["a", "b"], "n": 1 }"#;
+    let d = data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "plan",
+            "--state",
+            state,
+        ],
+    );
+    let compact = r#"{"n":1,"plan":["a","b"]}"#;
+    let ev = data(&env, &["session", "events", &s])["events"][1].clone();
+    assert_eq!(ev["data"]["snapshot"]["size_bytes"], compact.len());
+    assert_eq!(ev["data"]["step"], "plan");
+    // A checkpoint with only a state is allowed; one without is not stored.
+    data(&env, &["session", "checkpoint", &s, "--state", "{}"]);
+    data(&env, &["session", "checkpoint", &s, "--step", "nostate"]);
+    let l = data(&env, &["session", "checkpoints", &s]);
+    let rows: Vec<(i64, Value, i64)> = l["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["seq"].as_i64().unwrap(),
+                c["step"].clone(),
+                c["size_bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, json!("plan"), compact.len() as i64),
+            (2, Value::Null, 2)
+        ]
+    );
+    assert_eq!(l["checkpoints"][0]["at_ms"], ev["at_ms"]);
+    assert_eq!(d["rev"], 2);
+    let human = env.run(&["session", "checkpoints", &s]).stdout;
+    assert!(human.starts_with("SEQ"), "{human}");
+    assert_rev_matches_events(&env, &s);
+}
+
+#[test]
+fn state_caps_and_shape_are_checked_and_nothing_is_stored_on_refusal() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let before = env.show(&s);
+    let cap = 256 * 1024;
+    let big = format!(r#"{{"k":"{}"}}"#, "x".repeat(cap - 8 + 1));
+    let file = env.dir.path().join("state.json");
+    std::fs::write(&file, &big).unwrap();
+    let at = format!("@{}", file.display());
+    for bad in ["[1]", "\"s\"", "{", at.as_str()] {
+        let e = assert_error(
+            &env.json(&["session", "checkpoint", &s, "--step", "x", "--state", bad]),
+            "INVALID_ARGUMENT",
+            2,
+        );
+        assert_eq!(e["details"]["field"], "state", "{bad}");
+    }
+    assert_eq!(env.show(&s), before);
+    // Exactly at the cap is accepted, byte for byte.
+    let ok = format!(r#"{{"k":"{}"}}"#, "x".repeat(cap - 8));
+    assert_eq!(ok.len(), cap);
+    std::fs::write(&file, &ok).unwrap();
+    data(
+        &env,
+        &["session", "checkpoint", &s, "--step", "x", "--state", &at],
+    );
+    assert_eq!(
+        data(&env, &["session", "checkpoints", &s])["checkpoints"][0]["size_bytes"],
+        cap
+    );
+    let n: i64 = env
+        .sql()
+        .query_row("SELECT count(*) FROM session_snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn restore_round_trips_stage_and_context_and_never_rewinds_usage() {
+    let env = TestEnv::new();
+    let s = env.create_with(&["--title", "a", "--context", r#"{"v":0}"#, "--stage", "s0"]);
+    let state = json!({"v": 1, "nested": {"emoji": "🙏", "list": [1, 2.5, null]}, "token": "password=hunter2"});
+    data(&env, &["session", "stage", &s, "start", "build"]);
+    data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "c1",
+            "--state",
+            &state.to_string(),
+        ],
+    );
+    data(&env, &["session", "stage", &s, "start", "deploy"]);
+    // Usage accrues (another feature writes it; here an operator does).
+    env.sql()
+        .execute(
+            "UPDATE sessions SET input_tokens = 500, api_calls = 7, rev = rev + 1 WHERE session_id = ?1",
+            [&s],
+        )
+        .unwrap();
+    let usage = data(&env, &["session", "show", &s])["session"]["usage"].clone();
+    let rev = data(&env, &["session", "show", &s])["session"]["rev"]
+        .as_i64()
+        .unwrap();
+    let d = data(
+        &env,
+        &[
+            "session",
+            "restore",
+            &s,
+            "--checkpoint",
+            "2",
+            "--if-rev",
+            &rev.to_string(),
+        ],
+    );
+    assert_eq!(d["stage"], "build");
+    let mut want = state.clone();
+    want["token"] = json!("[REDACTED]");
+    assert_eq!(d["context"], want);
+    assert_eq!(d["usage"], usage);
+    assert_eq!(d["rev"], rev + 1);
+    assert_eq!(d["status"], "active");
+    let last = data(&env, &["session", "show", &s])["events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["type"], "checkpoint_restored");
+    assert_eq!(last["data"]["checkpoint_seq"], 2);
+    assert_eq!(last["data"]["stage"], "build");
+    // A paused session restores too.
+    data(&env, &["session", "pause", &s]);
+    assert_eq!(
+        data(&env, &["session", "restore", &s, "--checkpoint", "2"])["status"],
+        "paused"
+    );
+    assert_eq!(context(&env, &s), want);
+    // (No `verify` here: the operator's raw usage UPDATE bumped rev without
+    // an event, which verify rightly reports.)
+}
+
+#[test]
+fn restore_refusals_change_nothing() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "c1",
+            "--state",
+            r#"{"a":1}"#,
+        ],
+    );
+    data(&env, &["session", "checkpoint", &s, "--step", "plain"]);
+    let before = env.show(&s);
+    for seq in ["0", "2", "99"] {
+        let e = assert_error(
+            &env.json(&["session", "restore", &s, "--checkpoint", seq]),
+            "CHECKPOINT_NOT_FOUND",
+            3,
+        );
+        assert_eq!(e["details"]["seq"].to_string(), seq);
+    }
+    assert_error(
+        &env.json(&["session", "restore", &s, "--checkpoint", "-1"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_error(
+        &env.json(&[
+            "session",
+            "restore",
+            &s,
+            "--checkpoint",
+            "1",
+            "--if-rev",
+            "1",
+        ]),
+        "SESSION_CONFLICT",
+        4,
+    );
+    assert_error(
+        &env.json(&[
+            "session",
+            "restore",
+            "ses_00000000000000aa",
+            "--checkpoint",
+            "1",
+        ]),
+        "SESSION_NOT_FOUND",
+        3,
+    );
+    assert_eq!(env.show(&s), before);
+    data(&env, &["session", "complete", &s, "--result", "done"]);
+    let done = env.show(&s);
+    assert_error(
+        &env.json(&["session", "restore", &s, "--checkpoint", "1"]),
+        "SESSION_INVALID_TRANSITION",
+        5,
+    );
+    assert_eq!(env.show(&s), done);
+}
+
+#[test]
+fn fork_creates_a_child_from_a_snapshot_with_forked_events_on_both() {
+    let env = TestEnv::new();
+    let s = env.create_with(&[
+        "--title",
+        "source",
+        "--app",
+        "web",
+        "--goal",
+        "g",
+        "--tag",
+        "t1",
+        "--metadata",
+        r#"{"m":1}"#,
+    ]);
+    data(&env, &["session", "stage", &s, "start", "plan"]);
+    data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "c1",
+            "--state",
+            r#"{"x":1}"#,
+        ],
+    );
+    data(&env, &["session", "stage", &s, "start", "build"]);
+    data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "c2",
+            "--state",
+            r#"{"x":2}"#,
+        ],
+    );
+    let src_rev = data(&env, &["session", "show", &s])["session"]["rev"]
+        .as_i64()
+        .unwrap();
+
+    // Default: the newest snapshot and the source's title.
+    let c = data(&env, &["session", "fork", &s]);
+    let cid = c["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(c["parent_session_id"], s.as_str());
+    assert_eq!(
+        (c["title"].as_str(), c["status"].as_str()),
+        (Some("source"), Some("active"))
+    );
+    assert_eq!(c["context"], json!({"x": 2}));
+    assert_eq!(c["stage"], "build");
+    assert_eq!(
+        (c["app"].as_str(), c["goal"].as_str()),
+        (Some("web"), Some("g"))
+    );
+    assert_eq!(c["tags"], json!(["t1"]));
+    assert_eq!(c["metadata"], json!({"m": 1}));
+    assert_eq!(c["rev"], 2);
+    assert_eq!(event_types(&env, &cid), ["created", "forked"]);
+    let ce = data(&env, &["session", "events", &cid])["events"][1].clone();
+    assert_eq!(
+        ce["data"],
+        json!({"parent_session_id": s, "checkpoint_seq": 4})
+    );
+    let src = data(&env, &["session", "show", &s]);
+    assert_eq!(src["session"]["rev"], src_rev + 1);
+    let se = src["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(se["type"], "forked");
+    assert_eq!(
+        se["data"],
+        json!({"child_session_id": cid, "checkpoint_seq": 4})
+    );
+    assert_eq!(src["children"]["total"], 1);
+
+    // An older snapshot and a new title.
+    let c2 = data(
+        &env,
+        &[
+            "session",
+            "fork",
+            &s,
+            "--checkpoint",
+            "2",
+            "--title",
+            "retry",
+        ],
+    );
+    assert_eq!(
+        (c2["title"].as_str(), c2["stage"].as_str()),
+        (Some("retry"), Some("plan"))
+    );
+    assert_eq!(c2["context"], json!({"x": 1}));
+    assert_eq!(c2["usage"]["input_tokens"], 0);
+    assert_rev_matches_events(&env, &s);
+    assert_rev_matches_events(&env, &cid);
+    assert_eq!(env.json(&["verify"]).code, 0);
+}
+
+#[test]
+fn a_terminal_source_forks_without_being_touched() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    data(
+        &env,
+        &[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "good",
+            "--state",
+            r#"{"ok":true}"#,
+        ],
+    );
+    data(&env, &["session", "fail", &s, "--reason", "broke later"]);
+    let before = env.show(&s);
+    let c = data(&env, &["session", "fork", &s, "--checkpoint", "1"]);
+    assert_eq!(c["context"], json!({"ok": true}));
+    assert_eq!(c["parent_session_id"], s.as_str());
+    let strip = |t: &str| {
+        let mut v: Value = serde_json::from_str(t).unwrap();
+        v["data"].as_object_mut().unwrap().remove("children");
+        v
+    };
+    assert_eq!(strip(&env.show(&s)), strip(&before));
+    assert_eq!(
+        data(&env, &["session", "show", &s])["children"]["active"],
+        1
+    );
+    assert_error(
+        &env.json(&["session", "fork", &s, "--if-rev", "9"]),
+        "SESSION_CONFLICT",
+        4,
+    );
+    assert_eq!(env.json(&["verify"]).code, 0);
+}
+
+#[test]
+fn fork_refusals_and_an_idempotent_retry() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let before = env.show(&s);
+    assert_error(
+        &env.json(&["session", "fork", &s]),
+        "CHECKPOINT_NOT_FOUND",
+        3,
+    );
+    assert_error(
+        &env.json(&["session", "fork", "ses_00000000000000aa"]),
+        "SESSION_NOT_FOUND",
+        3,
+    );
+    let long = "t".repeat(201);
+    assert_error(
+        &env.json(&["session", "fork", &s, "--title", &long]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(env.show(&s), before);
+    let n: i64 = env
+        .sql()
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    data(
+        &env,
+        &["session", "checkpoint", &s, "--step", "c", "--state", "{}"],
+    );
+    let a = ["session", "fork", &s, "--idempotency-key", "fork-1"];
+    let first = data(&env, &a);
+    let again = data(&env, &a);
+    assert_eq!(first["session_id"], again["session_id"]);
+    let n: i64 = env
+        .sql()
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+}
+
+/// Snapshots are immutable and tied to a checkpoint event, even for raw SQL.
+#[test]
+fn snapshot_triggers_hold_against_raw_sql() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    data(
+        &env,
+        &["session", "checkpoint", &s, "--step", "c", "--state", "{}"],
+    );
+    let c = env.sql();
+    for sql in [
+        "UPDATE session_snapshots SET state = '{\"a\":1}', size_bytes = 7".to_owned(),
+        "DELETE FROM session_snapshots".to_owned(),
+        format!("INSERT INTO session_snapshots (session_id, seq, state, size_bytes, at_ms) VALUES ('{s}', 0, '{{}}', 2, 0)"),
+    ] {
+        let err = c.execute(&sql, []).unwrap_err().to_string();
+        assert!(err.contains("logbook:") && err.contains("snapshot"), "{sql}: {err}");
+    }
+}
