@@ -168,7 +168,7 @@ const RULES: &[Rule] = &[
         triggers: &[
             "passw", "passphrase", "pwd", "pass", "secret", "token", "key", "auth", "credential",
         ],
-        pattern: r#"(?i)(\b(?:[A-Za-z0-9_.-]*[_.-])?(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|auth|credentials?)\b["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s"'&,;]+)"#,
+        pattern: r#"(?i)(\b(?:[A-Za-z0-9_.-]*[_.-])?(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|account[_-]?key|auth|credentials?)\b["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s"'&,;:][^\s"'&,;]*)"#,
         keep: 1,
         keep_after: 0,
         must_match: &[
@@ -193,6 +193,9 @@ const RULES: &[Rule] = &[
             "the password was rotated",
             "secretary=bob",
             "bypass=true",
+            // A path separator, not an assignment (Rust, C++, Ruby).
+            "fixed auth::login",
+            "see Token::parse and password::hash",
         ],
     },
 ];
