@@ -32,6 +32,7 @@ pub mod ledger;
 pub mod model;
 pub mod redact;
 pub mod store;
+pub mod transfer;
 pub mod validate;
 
 pub use clock::Clock;
@@ -42,3 +43,4 @@ pub use ledger::{
 };
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
 pub use store::SyncMode;
+pub use transfer::{ExportFormat, ExportReport, ImportFormat, ImportReport, Rejection};

@@ -8,6 +8,7 @@ mod output;
 mod render;
 mod session;
 mod timeline;
+mod transfer;
 
 use clap::{Args, Parser, Subcommand};
 use logbook::{ActorType, Ledger, LedgerOptions};
@@ -78,6 +79,32 @@ enum Command {
         after_help = "Example:\n  logbook verify\n  logbook verify ses_1a2b3c4d5e6f7081 --json"
     )]
     Verify(timeline::VerifyArgs),
+    /// Export sessions with all their events (jsonl or a Phelix folder)
+    ///
+    /// jsonl: one line per session in session id order, every column and
+    /// event with its hash; importing it into an empty database and
+    /// exporting again gives the same bytes. Without --out it goes to
+    /// stdout (then --json is refused: the export is the output). phelix:
+    /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema. Errors:
+    /// INVALID_ARGUMENT, SESSION_NOT_FOUND (a --session that does not
+    /// exist; nothing is written), STORE_IO. See docs/import-export.md.
+    #[command(
+        after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
+    )]
+    Export(transfer::ExportArgs),
+    /// Import sessions from a jsonl export, a Phelix folder or an Amber tree
+    ///
+    /// Streams the input, one session at a time. A session whose id exists
+    /// is skipped (so a re-import changes nothing); a bad session is
+    /// rejected whole and listed with its file, line and field. Exit 0 when
+    /// nothing was rejected; otherwise INVALID_ARGUMENT (exit 2) whose
+    /// details hold the full report; the good sessions are imported either
+    /// way. Amber sessions get the id ses_ + the first 16 hex of
+    /// SHA-256("amber:" + uuid). See docs/import-export.md.
+    #[command(
+        after_help = "Example:\n  logbook import --format jsonl backup.jsonl\n  logbook import --format amber ~/project --json"
+    )]
+    Import(transfer::ImportArgs),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -102,11 +129,14 @@ pub fn main() -> ExitCode {
     };
     let out = output::Printer::new(cli.global.json);
     let result = match &cli.command {
-        Command::Session(cmd) => session::run(cmd, &cli.global, &out),
-        Command::Verify(args) => timeline::verify(args, &cli.global, &out),
+        Command::Session(cmd) => session::run(cmd, &cli.global, &out).map(|()| None),
+        Command::Verify(args) => timeline::verify(args, &cli.global, &out).map(|()| None),
+        Command::Export(args) => transfer::export(args, &cli.global, &out).map(|()| None),
+        Command::Import(args) => transfer::import(args, &cli.global, &out),
     };
     let code = match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(code)) => code,
         Err(e) => exit::report(&e, &out),
     };
     if output::output_failed() {

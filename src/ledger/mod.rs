@@ -8,6 +8,7 @@
 
 mod chain;
 mod sessions;
+mod transfer;
 
 pub use chain::{ChainHead, VerifyReport};
 

@@ -12,6 +12,7 @@ pub mod list;
 pub mod migrate;
 pub mod open;
 pub mod sessions;
+pub mod transfer;
 pub mod tx;
 pub mod writelock;
 
