@@ -13,5 +13,6 @@ mod hardening;
 mod helper;
 mod library;
 mod schema;
+mod transfer;
 mod walcount;
 mod write_path;
