@@ -108,11 +108,9 @@ pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<O
     let ledger = open(global)?;
     let pb = progress_bar();
     let mut tick = |r: &ImportReport| {
+        // Called once per batch (at most 256 sessions).
         if let Some(pb) = &pb {
-            let n = r.imported + r.skipped + r.rejected;
-            if n.is_multiple_of(64) {
-                pb.set_message(counts(r));
-            }
+            pb.set_message(counts(r));
         }
     };
     let result = if args.src.as_os_str() == "-" {

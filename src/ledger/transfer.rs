@@ -2,10 +2,11 @@
 //! `logbook export` and `logbook import`.
 //!
 //! Export reads in one snapshot and streams session by session. Import
-//! streams its input one session at a time, writes batches of
-//! [`IMPORT_BATCH_SESSIONS`] sessions per `BEGIN IMMEDIATE` transaction
-//! (through the writer queue), one SAVEPOINT per session: a session is
-//! written whole or not at all. Formats and mappings: `docs/import-export.md`.
+//! streams its input: it reads and parses a batch (at most
+//! [`IMPORT_BATCH_SESSIONS`] sessions or 4 MiB of them) with no lock held,
+//! then writes it in one `BEGIN IMMEDIATE` transaction (through the writer
+//! queue), one SAVEPOINT per session: a session is written whole or not at
+//! all, and the lock is never held while waiting for input. Formats and mappings: `docs/import-export.md`.
 
 use super::sessions::parse_session_id;
 use super::Ledger;
@@ -54,6 +55,8 @@ fn read_full(conn: &Connection, id: &str) -> Result<Option<Full>> {
 /// A session met before its parent: retried after the rest of the input.
 struct Deferred {
     loc: Loc,
+    /// A stdin line, until it is spilled (see `Source::spill`).
+    raw: Option<Vec<u8>>,
     file: String,
     line: Option<u64>,
     session_id: Option<String>,
@@ -193,11 +196,12 @@ impl Ledger {
     /// files) or an Amber tree (`src/.amber/sessions/<uuid>/`,
     /// `src/sessions/<uuid>/` or `src/<uuid>/`).
     ///
-    /// Streams: one session is in memory at a time. Idempotent: a session
+    /// Streams: at most one batch (256 sessions or 4 MiB) is in memory at a
+    /// time. Idempotent: a session
     /// whose id already exists is counted as skipped and left untouched.
     /// All-or-nothing per session: a refused session writes no row and is
     /// listed (file, line, field, reason) in the report. `progress` is
-    /// called after each session with the counts so far.
+    /// called after each committed batch with the counts so far.
     ///
     /// # Errors
     /// INVALID_ARGUMENT (`src` is not a file/folder as the format needs),
@@ -216,19 +220,19 @@ impl Ledger {
                     return Err(Error::invalid("SRC", "must be a file for --format jsonl"));
                 }
                 let mut source = JsonlSource::open(src)?;
-                self.run_import(format, &mut source, true, progress)
+                self.run_import(format, &mut source, progress)
             }
             _ => {
                 let mut source = DirSource::open(format, src, self.opts.actor)?;
-                self.run_import(format, &mut source, true, progress)
+                self.run_import(format, &mut source, progress)
             }
         }
     }
 
     /// Imports logbook JSON Lines from a stream (e.g. stdin), labelled
-    /// `label` in rejections. As [`Ledger::import`], except that a session
-    /// whose parent comes later in the stream is rejected (a stream cannot
-    /// be read twice).
+    /// `label` in rejections. As [`Ledger::import`]; a session whose parent
+    /// comes later in the stream waits in an unlinked 0600 temp file (a
+    /// stream cannot be read twice), not in memory.
     ///
     /// # Errors
     /// As [`Ledger::import`].
@@ -239,14 +243,13 @@ impl Ledger {
         progress: &mut dyn FnMut(&ImportReport),
     ) -> Result<ImportReport> {
         let mut source = JsonlSource::from_reader(reader, label);
-        self.run_import(ImportFormat::Jsonl, &mut source, false, progress)
+        self.run_import(ImportFormat::Jsonl, &mut source, progress)
     }
 
     fn run_import(
         &self,
         format: ImportFormat,
         source: &mut dyn Source,
-        can_defer: bool,
         progress: &mut dyn FnMut(&ImportReport),
     ) -> Result<ImportReport> {
         let mut report = ImportReport::new(format);
@@ -254,21 +257,15 @@ impl Ledger {
             .read(|tx| st::max_insert_seq(tx).map_err(db))
             .map_err(|e| self.fill(e))?;
         let mut deferred: Vec<Deferred> = Vec::new();
-        let mut done = false;
-        while !done {
-            self.write(|tx| {
-                for _ in 0..IMPORT_BATCH_SESSIONS {
-                    let Some(item) = source.next_item()? else {
-                        done = true;
-                        break;
-                    };
-                    let defer = can_defer.then_some(&mut deferred);
-                    apply(tx, item, start_max, &mut report, defer)?;
-                    progress(&report);
-                }
-                Ok(())
-            })
-            .map_err(|e| self.fill(e))?;
+        // Each batch is read and parsed before its transaction opens, so the
+        // writer lock is never held while waiting for input (a slow stdin).
+        loop {
+            let batch = next_batch(source)?;
+            if batch.is_empty() {
+                break;
+            }
+            self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+            spill(source, &mut deferred)?;
         }
         // Children met before their parents, until a round imports nothing.
         while !deferred.is_empty() {
@@ -276,16 +273,25 @@ impl Ledger {
             let before = report.imported;
             let mut pending = round.into_iter().peekable();
             while pending.peek().is_some() {
-                self.write(|tx| {
-                    for d in pending.by_ref().take(IMPORT_BATCH_SESSIONS) {
-                        if let Some(item) = source.reload(&d.loc)? {
-                            apply(tx, item, start_max, &mut report, Some(&mut deferred))?;
-                            progress(&report);
+                let mut batch = Vec::new();
+                let mut bytes = 0;
+                for d in pending.by_ref() {
+                    match source.reload(&d.loc)? {
+                        Some(item) => {
+                            bytes += item_bytes(&item);
+                            batch.push(item);
+                        }
+                        None => {
+                            let b = Bad::new("record", "could not be read again");
+                            report.reject(rejection(&d.file, d.line, d.session_id, b));
                         }
                     }
-                    Ok(())
-                })
-                .map_err(|e| self.fill(e))?;
+                    if batch.len() >= IMPORT_BATCH_SESSIONS || bytes >= IMPORT_BATCH_BYTES {
+                        break;
+                    }
+                }
+                self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+                spill(source, &mut deferred)?;
             }
             if report.imported == before {
                 for d in deferred.drain(..) {
@@ -302,13 +308,88 @@ impl Ledger {
     }
 }
 
+/// Input bytes a parsed batch may hold before it is written (besides the
+/// [`IMPORT_BATCH_SESSIONS`] count): 4 MiB.
+const IMPORT_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Roughly how many bytes a parsed item holds.
+fn item_bytes(item: &Item) -> usize {
+    match &item.rows {
+        Err(_) => 256,
+        Ok(r) => {
+            let opt = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+            r.context.len()
+                + r.metadata.len()
+                + opt(&r.goal)
+                + r.events
+                    .iter()
+                    .map(|e| 128 + e.event_type.len() + opt(&e.detail) + opt(&e.data))
+                    .sum::<usize>()
+                + 512
+        }
+    }
+}
+
+/// Moves the raw stdin lines of newly deferred sessions to the source's
+/// spill file, so memory does not hold them.
+fn spill(source: &mut dyn Source, deferred: &mut [Deferred]) -> Result<()> {
+    for d in deferred.iter_mut() {
+        if let Some(raw) = d.raw.take() {
+            d.loc = source.spill(&raw, d.line.unwrap_or(0))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the next batch: up to [`IMPORT_BATCH_SESSIONS`] items or
+/// [`IMPORT_BATCH_BYTES`] of them, whichever comes first.
+fn next_batch(source: &mut dyn Source) -> Result<Vec<Item>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while batch.len() < IMPORT_BATCH_SESSIONS && bytes < IMPORT_BATCH_BYTES {
+        let Some(item) = source.next_item()? else {
+            break;
+        };
+        bytes += item_bytes(&item);
+        batch.push(item);
+    }
+    Ok(batch)
+}
+
+impl Ledger {
+    /// Writes one parsed batch in one `BEGIN IMMEDIATE` transaction.
+    fn write_batch(
+        &self,
+        batch: Vec<Item>,
+        start_max: i64,
+        report: &mut ImportReport,
+        deferred: &mut Vec<Deferred>,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut snapshot = report.clone();
+        self.write(|tx| {
+            for item in batch {
+                apply(tx, item, start_max, &mut snapshot, deferred)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| self.fill(e))?;
+        *report = snapshot;
+        progress(report);
+        Ok(())
+    }
+}
+
 /// Applies one item inside the batch's transaction.
 fn apply(
     tx: &Connection,
     item: Item,
     start_max: i64,
     report: &mut ImportReport,
-    deferred: Option<&mut Vec<Deferred>>,
+    deferred: &mut Vec<Deferred>,
 ) -> Result<()> {
     let Item {
         file,
@@ -316,6 +397,7 @@ fn apply(
         session_id,
         rows,
         loc,
+        raw,
     } = item;
     let rows = match rows {
         Ok(r) => r,
@@ -339,21 +421,13 @@ fn apply(
     }
     if let Some(p) = &rows.parent_session_id {
         if !ss::session_exists(tx, p).map_err(db)? {
-            match deferred {
-                Some(d) => d.push(Deferred {
-                    loc,
-                    file,
-                    line,
-                    session_id: id,
-                }),
-                None => {
-                    let b = Bad::new(
-                        "parent_session_id",
-                        "names no session of the database or earlier in this input",
-                    );
-                    report.reject(rejection(&file, line, id, b));
-                }
-            }
+            deferred.push(Deferred {
+                loc,
+                raw,
+                file,
+                line,
+                session_id: id,
+            });
             return Ok(());
         }
     }

@@ -20,7 +20,9 @@ pub(crate) enum Loc {
     Offset(u64, u64),
     /// A file or folder holding one session.
     Path(PathBuf),
-    /// Cannot be read again (stdin).
+    /// A stdin line kept in the spill file: byte offset and 1-based line.
+    Spilled(u64, u64),
+    /// Not read again.
     Once,
 }
 
@@ -31,6 +33,9 @@ pub(crate) struct Item {
     pub session_id: Option<String>,
     pub rows: std::result::Result<SessionRows, Bad>,
     pub loc: Loc,
+    /// The raw line of a stdin session that names a parent (it may have to
+    /// wait for its parent: see [`Source::spill`]).
+    pub raw: Option<Vec<u8>>,
 }
 
 /// A stream of sessions.
@@ -40,6 +45,39 @@ pub(crate) trait Source {
     fn next_item(&mut self) -> Result<Option<Item>>;
     /// Reads the item at `loc` again.
     fn reload(&mut self, loc: &Loc) -> Result<Option<Item>>;
+    /// Keeps the raw input of an item that cannot be read again, so it can
+    /// be reloaded later; returns where.
+    fn spill(&mut self, _raw: &[u8], _line: u64) -> Result<Loc> {
+        Ok(Loc::Once)
+    }
+}
+
+/// An unlinked temp file (created 0600, removed from its folder at once) that
+/// holds stdin lines waiting for their parent session.
+struct Spill {
+    file: File,
+    len: u64,
+}
+
+impl Spill {
+    fn create() -> Result<Self> {
+        let dir = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!("logbook-import-{}-{nanos}", std::process::id()));
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io_err(format!("cannot create {}", path.display()), e))?;
+        // Unlinked: the lines (raw input) are reachable only through this
+        // handle, and vanish with the process.
+        let _ = fs::remove_file(&path);
+        Ok(Spill { file, len: 0 })
+    }
 }
 
 fn io_err(context: String, source: io::Error) -> Error {
@@ -54,6 +92,7 @@ pub(crate) struct JsonlSource {
     offset: u64,
     line: u64,
     buf: Vec<u8>,
+    spill: Option<Spill>,
 }
 
 impl JsonlSource {
@@ -68,6 +107,7 @@ impl JsonlSource {
             offset: 0,
             line: 0,
             buf: Vec::new(),
+            spill: None,
         })
     }
 
@@ -80,6 +120,7 @@ impl JsonlSource {
             offset: 0,
             line: 0,
             buf: Vec::new(),
+            spill: None,
         }
     }
 
@@ -90,6 +131,7 @@ impl JsonlSource {
             session_id,
             rows,
             loc: loc.clone(),
+            raw: None,
         };
         if too_long {
             let reason = format!("is longer than the limit of {MAX_SESSION_INPUT_BYTES} bytes");
@@ -106,7 +148,14 @@ impl JsonlSource {
                     ..b
                 }),
             ),
-            Ok(o) => mk(jsonl::peek_id(&o), jsonl::parse(&o)),
+            Ok(o) => {
+                let mut item = mk(jsonl::peek_id(&o), jsonl::parse(&o));
+                let child = matches!(&item.rows, Ok(r) if r.parent_session_id.is_some());
+                if child && matches!(loc, Loc::Once) {
+                    item.raw = Some(self.buf.clone());
+                }
+                item
+            }
         }
     }
 }
@@ -136,21 +185,46 @@ impl Source for JsonlSource {
     }
 
     fn reload(&mut self, loc: &Loc) -> Result<Option<Item>> {
-        let (Loc::Offset(off, line), Some(path)) = (loc, &self.path) else {
+        let mut f = match (loc, &self.path, &self.spill) {
+            (Loc::Offset(..), Some(path), _) => File::open(path)
+                .map_err(|e| io_err(format!("cannot open {}", path.display()), e))?,
+            (Loc::Spilled(..), _, Some(sp)) => sp
+                .file
+                .try_clone()
+                .map_err(|e| io_err("cannot read the spill file".to_owned(), e))?,
+            _ => return Ok(None),
+        };
+        let (Loc::Offset(off, line) | Loc::Spilled(off, line)) = loc else {
             return Ok(None);
         };
-        let mut f =
-            File::open(path).map_err(|e| io_err(format!("cannot open {}", path.display()), e))?;
+        let ctx = || format!("cannot read {}", self.label);
         f.seek(SeekFrom::Start(*off))
-            .map_err(|e| io_err(format!("cannot read {}", path.display()), e))?;
+            .map_err(|e| io_err(ctx(), e))?;
         let mut r = BufReader::new(f);
         let got = read_line_capped(&mut r, &mut self.buf, MAX_SESSION_INPUT_BYTES)
-            .map_err(|e| io_err(format!("cannot read {}", path.display()), e))?;
-        Ok(match got {
+            .map_err(|e| io_err(ctx(), e))?;
+        let item = match got {
             Line::Eof => None,
             Line::Text(_) => Some(self.item_from_buf(*line, loc.clone(), false)),
             Line::TooLong(_) => Some(self.item_from_buf(*line, loc.clone(), true)),
-        })
+        };
+        Ok(item)
+    }
+
+    fn spill(&mut self, raw: &[u8], line: u64) -> Result<Loc> {
+        if self.spill.is_none() {
+            self.spill = Some(Spill::create()?);
+        }
+        let Some(sp) = self.spill.as_mut() else {
+            return Ok(Loc::Once);
+        };
+        let at = sp.len;
+        let err = |e| io_err("cannot write the spill file".to_owned(), e);
+        sp.file.seek(SeekFrom::Start(at)).map_err(err)?;
+        sp.file.write_all(raw).map_err(err)?;
+        sp.file.write_all(b"\n").map_err(err)?;
+        sp.len += raw.len() as u64 + 1;
+        Ok(Loc::Spilled(at, line))
     }
 }
 
@@ -216,6 +290,7 @@ impl DirSource {
                     session_id,
                     rows,
                     loc,
+                    raw: None,
                 }
             }
             _ => {
@@ -226,6 +301,7 @@ impl DirSource {
                     session_id,
                     rows,
                     loc,
+                    raw: None,
                 }
             }
         }

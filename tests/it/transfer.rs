@@ -369,21 +369,20 @@ fn jsonl_round_trip_is_byte_identical() {
     assert_counts(&import_ok(&dst2, "jsonl", &rfile), 6, 0, 0);
     assert_eq!(export_jsonl(&dst2), first);
 
-    // From stdin, and a --out file is 0600 with the same bytes.
-    let dst3 = TestEnv::new();
-    let mut c = dst3.command();
-    c.args([
-        "--db",
-        dst3.db.to_str().unwrap(),
-        "import",
-        "--format",
-        "jsonl",
-        "-",
-        "--json",
-    ]);
-    c.stdin(std::fs::File::open(&file).unwrap());
-    let run: Run = c.output().unwrap().into();
-    assert_counts(&run.data(), 6, 0, 0);
+    // From stdin, in both orders (so one has the child first: it waits in
+    // the spill file), and a --out file is 0600 with the same bytes.
+    let from_stdin = |src: &Path| {
+        let dst = TestEnv::new();
+        let mut c = dst.command();
+        let db = dst.db.to_str().unwrap().to_owned();
+        c.args(["--db", &db, "import", "--format", "jsonl", "-", "--json"]);
+        c.stdin(std::fs::File::open(src).unwrap());
+        let run: Run = c.output().unwrap().into();
+        assert_counts(&run.data(), 6, 0, 0);
+        dst
+    };
+    assert_eq!(export_jsonl(&from_stdin(&rfile)), first);
+    let dst3 = from_stdin(&file);
     let out = dst3.dir.path().join("new/dir/e.jsonl");
     let d = dst3
         .json(&[
