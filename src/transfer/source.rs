@@ -330,7 +330,18 @@ fn read_phelix(path: &Path) -> (Option<String>, std::result::Result<SessionRows,
                 ..b
             }),
         ),
-        Ok(o) => (phelix::peek_id(&o), phelix::parse(&o)),
+        Ok(o) => {
+            let id = phelix::peek_id(&o);
+            let stem = path.file_stem().and_then(|s| s.to_str());
+            if id.is_some() && id.as_deref() != stem {
+                let b = Bad::new(
+                    "session_id",
+                    "does not match its file name (<session_id>.json)",
+                );
+                return (id, Err(b));
+            }
+            (id, phelix::parse(&o))
+        }
     }
 }
 

@@ -750,3 +750,63 @@ fn thousands_of_generated_amber_sessions_import_in_batches() {
     assert_eq!(env.json(&["verify"]).code, 0);
     assert_counts(&import_ok(&env, "amber", &root), 0, n as u64, 0);
 }
+
+#[test]
+fn malformed_phelix_files_are_rejected_whole() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("phelix/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good =
+        std::fs::read_to_string(Path::new(PHELIX).join("sessions/ses_1a2b3c4d5e6f7081.json"))
+            .unwrap();
+    std::fs::write(dir.join("ses_1a2b3c4d5e6f7081.json"), &good).unwrap();
+    // The same session under another file name.
+    std::fs::write(dir.join("ses_0000000000000001.json"), &good).unwrap();
+    // Truncated.
+    std::fs::write(
+        dir.join("ses_0000000000000002.json"),
+        &good[..good.len() / 2],
+    )
+    .unwrap();
+    // A checkpoint that names a non-checkpoint event.
+    let mut v: Value = serde_json::from_str(&good).unwrap();
+    v["session_id"] = json!("ses_0000000000000003");
+    v["checkpoint"]["seq"] = json!(0);
+    std::fs::write(dir.join("ses_0000000000000003.json"), v.to_string()).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a session").unwrap();
+
+    let (_, d) = import_rejecting(&env, "phelix", &env.dir.path().join("phelix"));
+    assert_counts(&d, 1, 0, 3);
+    let mut got: Vec<(String, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let f = r["file"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned();
+            (f, r["field"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "ses_0000000000000001.json".to_owned(),
+                "session_id".to_owned()
+            ),
+            ("ses_0000000000000002.json".to_owned(), "file".to_owned()),
+            (
+                "ses_0000000000000003.json".to_owned(),
+                "checkpoint.seq".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(rows_anywhere(&env, "ses_0000000000000003"), 0);
+    assert_eq!(env.json(&["verify"]).code, 0);
+}
