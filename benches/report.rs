@@ -23,6 +23,10 @@ fn main() {
         writer(&args[2..]);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--rss-of") {
+        rss_of(&args[2..]);
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     println!("# logbook benchmark report\n");
     println!(
@@ -30,7 +34,7 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if run("cli") {
@@ -56,6 +60,9 @@ fn main() {
     }
     if run("follow") {
         follow_section(dir.path());
+    }
+    if run("import") {
+        import_section(dir.path());
     }
 }
 
@@ -906,4 +913,125 @@ fn wall_ns() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as i64
+}
+
+// ---------------------------------------------------------------- import
+
+/// `--rss-of CMD ARGS…`: runs one command and prints its wall time (ms)
+/// and peak RSS (KiB), so each measurement has a fresh RUSAGE_CHILDREN.
+fn rss_of(a: &[String]) {
+    let t = Instant::now();
+    let st = Command::new(&a[0])
+        .args(&a[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{a:?}");
+    println!(
+        "{} {}",
+        t.elapsed().as_secs_f64() * 1e3,
+        peak_rss_kib_of_children()
+    );
+}
+
+/// Wall ms and peak RSS KiB of `logbook ARGS…`, measured in a fresh child.
+fn measure(args: &[&str]) -> (f64, f64) {
+    let me = std::env::current_exe().unwrap();
+    let out = Command::new(me)
+        .arg("--rss-of")
+        .arg(env!("CARGO_BIN_EXE_logbook"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// An Amber tree of `n` sessions × `events` timeline lines (seed 001).
+fn amber_tree(root: &Path, n: usize, events: usize) {
+    for i in 0..n {
+        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
+        let dir = root.join(".amber/sessions").join(&uuid);
+        std::fs::create_dir_all(&dir).unwrap();
+        let manifest = serde_json::json!({
+            "sessionId": uuid, "goal": format!("fix bug {i}\nwith details"),
+            "route": "bugfix-quick", "state": "completed", "currentStage": "verify",
+            "createdAt": "2026-06-21T10:00:00Z", "usage": {"tokens": 15000, "durationMs": 1800, "apiCalls": 42},
+            "mode": "interactive"
+        });
+        std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+        let mut tl = String::new();
+        for e in 0..events {
+            let t = match e {
+                0 => "session_created",
+                1 => "session_started",
+                _ if e + 1 == events => "session_completed",
+                _ if e % 2 == 0 => "stage_started",
+                _ => "stage_completed",
+            };
+            tl.push_str(&format!(
+                "{{\"type\":\"{t}\",\"timestamp\":\"2026-06-21T10:{:02}:{:02}Z\",\"stage\":\"s{}\"}}\n",
+                e / 60,
+                e % 60,
+                e / 2
+            ));
+        }
+        std::fs::write(dir.join("timeline.jsonl"), tl).unwrap();
+    }
+}
+
+fn import_section(dir: &Path) {
+    const EVENTS: usize = 20;
+    println!("## Import: time and peak RSS against input size\n");
+    println!("Generated Amber trees ({EVENTS} timeline events per session) imported with `logbook import --format amber` into an empty DB (synchronous=FULL), then that DB's `export --format jsonl` imported into another empty DB; each run in a fresh process, peak RSS from `getrusage(RUSAGE_CHILDREN)`.\n");
+    println!("| input | sessions | events | wall s | sessions/s | peak RSS MiB |\n|---|---|---|---|---|---|");
+    for n in [1_000usize, 10_000] {
+        let root = dir.join(format!("amber-{n}"));
+        amber_tree(&root, n, EVENTS);
+        let db = dir.join(format!("import-amber-{n}.db"));
+        let (ms, kib) = measure(&[
+            "--db",
+            db.to_str().unwrap(),
+            "import",
+            "--format",
+            "amber",
+            root.to_str().unwrap(),
+        ]);
+        let row = |what: &str, ms: f64, kib: f64| {
+            println!(
+                "| {what} | {n} | {} | {:.2} | {:.0} | {:.1} |",
+                n * EVENTS,
+                ms / 1e3,
+                n as f64 / (ms / 1e3),
+                kib / 1024.0
+            );
+        };
+        row("amber", ms, kib);
+        let file = dir.join(format!("export-{n}.jsonl"));
+        let (ems, ekib) = measure(&[
+            "--db",
+            db.to_str().unwrap(),
+            "export",
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ]);
+        let db2 = dir.join(format!("import-jsonl-{n}.db"));
+        let (jms, jkib) = measure(&[
+            "--db",
+            db2.to_str().unwrap(),
+            "import",
+            "--format",
+            "jsonl",
+            file.to_str().unwrap(),
+        ]);
+        let mib = std::fs::metadata(&file).unwrap().len() as f64 / (1024.0 * 1024.0);
+        row(&format!("jsonl ({mib:.1} MiB)"), jms, jkib);
+        row("export jsonl", ems, ekib);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    println!();
 }

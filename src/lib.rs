@@ -33,6 +33,7 @@ pub mod model;
 pub mod redact;
 pub mod resolve;
 pub mod store;
+pub mod transfer;
 pub mod validate;
 
 pub use clock::Clock;
@@ -46,3 +47,4 @@ pub use ledger::{ForkRequest, GateList, Lease, LockRequest, SessionTree, Snapsho
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
 pub use model::{Gate, GateKind, GateStatus};
 pub use store::SyncMode;
+pub use transfer::{ExportFormat, ExportReport, ImportFormat, ImportReport, Rejection};

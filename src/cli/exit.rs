@@ -80,6 +80,12 @@ fn hints(e: &Error) -> Vec<String> {
     }
 }
 
+/// Renders a failure that is not a library error (e.g. an import with
+/// rejections, whose `details` is the import report); returns its exit code.
+pub fn failure(code: ErrorCode, message: &str, details: serde_json::Value, json: bool) -> ExitCode {
+    print(code, message, details, &[], json)
+}
+
 /// Renders a library error; returns the exit code of its code.
 pub fn report(e: &Error, out: &Printer) -> ExitCode {
     let mut message = e.to_string();

@@ -11,6 +11,7 @@ mod render;
 mod session;
 mod sql;
 mod timeline;
+mod transfer;
 mod workflow;
 
 use clap::{Args, Parser, Subcommand};
@@ -141,6 +142,32 @@ enum Command {
     /// cancelled with --abort).
     #[command(subcommand)]
     Gate(gate::GateCommand),
+    /// Export sessions with all their events (jsonl or a Phelix folder)
+    ///
+    /// jsonl: one line per session in session id order, every column and
+    /// event with its hash; importing it into an empty database and
+    /// exporting again gives the same bytes. Without --out it goes to
+    /// stdout (then --json is refused: the export is the output). phelix:
+    /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema. Errors:
+    /// INVALID_ARGUMENT, SESSION_NOT_FOUND (a --session that does not
+    /// exist; nothing is written), STORE_IO. See docs/import-export.md.
+    #[command(
+        after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
+    )]
+    Export(transfer::ExportArgs),
+    /// Import sessions from a jsonl export, a Phelix folder or an Amber tree
+    ///
+    /// Streams the input, one session at a time. A session whose id exists
+    /// is skipped (so a re-import changes nothing); a bad session is
+    /// rejected whole and listed with its file, line and field. Exit 0 when
+    /// nothing was rejected; otherwise INVALID_ARGUMENT (exit 2) whose
+    /// details hold the full report; the good sessions are imported either
+    /// way. Amber sessions get the id ses_ + the first 16 hex of
+    /// SHA-256("amber:" + uuid). See docs/import-export.md.
+    #[command(
+        after_help = "Example:\n  logbook import --format jsonl backup.jsonl\n  logbook import --format amber ~/project --json"
+    )]
+    Import(transfer::ImportArgs),
 }
 
 fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
@@ -177,17 +204,20 @@ pub fn main() -> ExitCode {
     };
     let out = output::Printer::new(cli.global.json);
     let result = match &cli.command {
-        Command::Session(cmd) => session::run(cmd, &cli.global, &out),
-        Command::Verify(args) => timeline::verify(args, &cli.global, &out),
-        Command::Events(args) => timeline::events(args, &cli.global, &out),
-        Command::Doctor => admin::doctor(&cli.global, &out),
-        Command::Backup(args) => admin::backup(args, &cli.global, &out),
-        Command::Sql(args) => sql::sql(args, &cli.global, &out),
-        Command::Completions(args) => sql::completions(args),
-        Command::Gate(cmd) => gate::run(cmd, &cli.global, &out),
+        Command::Session(cmd) => session::run(cmd, &cli.global, &out).map(|()| None),
+        Command::Verify(args) => timeline::verify(args, &cli.global, &out).map(|()| None),
+        Command::Events(args) => timeline::events(args, &cli.global, &out).map(|()| None),
+        Command::Doctor => admin::doctor(&cli.global, &out).map(|()| None),
+        Command::Backup(args) => admin::backup(args, &cli.global, &out).map(|()| None),
+        Command::Sql(args) => sql::sql(args, &cli.global, &out).map(|()| None),
+        Command::Completions(args) => sql::completions(args).map(|()| None),
+        Command::Gate(cmd) => gate::run(cmd, &cli.global, &out).map(|()| None),
+        Command::Export(args) => transfer::export(args, &cli.global, &out).map(|()| None),
+        Command::Import(args) => transfer::import(args, &cli.global, &out),
     };
     let code = match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(code)) => code,
         Err(e) => exit::report(&e, &out),
     };
     if output::output_failed() {

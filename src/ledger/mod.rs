@@ -15,6 +15,7 @@ mod query;
 mod sessions;
 mod snapshots;
 mod stages;
+mod transfer;
 mod tree;
 
 pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};

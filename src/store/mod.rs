@@ -15,6 +15,7 @@ pub mod migrate;
 pub mod open;
 pub mod query;
 pub mod sessions;
+pub mod transfer;
 pub mod tx;
 pub mod workflow;
 pub mod writelock;

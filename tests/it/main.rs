@@ -21,6 +21,7 @@ mod resolve;
 mod schema;
 mod snapshots;
 mod stages;
+mod transfer;
 mod tree;
 mod walcount;
 mod write_path;

@@ -1,0 +1,176 @@
+//! `logbook export` and `logbook import`: arguments, the progress bar, and
+//! the summary. The work is `Ledger::export_*` / `Ledger::import*`.
+
+use super::exit;
+use super::output::{write_stderr, write_stdout, Printer};
+use super::{open, GlobalArgs};
+use clap::Args;
+use logbook::{Error, ErrorCode, ExportFormat, ImportFormat, ImportReport, Result};
+use std::io::{ErrorKind, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `logbook export`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Output format: jsonl (one session per line, every column and event;
+    /// re-imports exactly) or phelix (DIR/sessions/<id>.json)
+    #[arg(long, value_name = "FORMAT", value_parser = parse_export_format)]
+    format: ExportFormat,
+    /// Export only this session (can be repeated; default: every session)
+    #[arg(long = "session", value_name = "ID")]
+    sessions: Vec<String>,
+    /// Write to this file (jsonl) or folder (phelix, required) instead of
+    /// stdout; files are created 0600 and new folders 0700
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+}
+
+/// `logbook import`
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Input format: jsonl (a file, or - for stdin), phelix (a data folder)
+    /// or amber (a project folder, its .amber, or .amber/sessions)
+    #[arg(long, value_name = "FORMAT", value_parser = parse_import_format)]
+    format: ImportFormat,
+    /// The file or folder to read
+    #[arg(value_name = "SRC")]
+    src: PathBuf,
+}
+
+fn parse_export_format(s: &str) -> std::result::Result<ExportFormat, String> {
+    s.parse()
+}
+
+fn parse_import_format(s: &str) -> std::result::Result<ImportFormat, String> {
+    s.parse()
+}
+
+/// Whether an error is only a closed stdout (a reader that stopped early).
+fn broken_pipe(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == ErrorKind::BrokenPipe)
+}
+
+pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
+    let ledger = open(global)?;
+    let report = match (args.format, &args.out) {
+        (ExportFormat::Jsonl, None) => {
+            if out.json {
+                return Err(Error::invalid(
+                    "--json",
+                    "needs --out: without it the export itself is written to stdout",
+                ));
+            }
+            let mut stdout = std::io::stdout().lock();
+            return match ledger.export_jsonl(&args.sessions, &mut stdout) {
+                Err(e) if broken_pipe(&e) => Ok(()),
+                other => other.map(|_| ()),
+            };
+        }
+        (ExportFormat::Jsonl, Some(path)) => ledger.export_jsonl_file(&args.sessions, path)?,
+        (ExportFormat::Phelix, Some(dir)) => ledger.export_phelix(&args.sessions, dir)?,
+        (ExportFormat::Phelix, None) => {
+            return Err(Error::invalid("--out", "is required with --format phelix"))
+        }
+    };
+    out.success(&report, |r| {
+        format!(
+            "exported {} session(s), {} event(s) to {}\n",
+            r.sessions,
+            r.events,
+            r.out.as_deref().unwrap_or("-")
+        )
+    });
+    Ok(())
+}
+
+/// A spinner on stderr, only when stderr is a terminal.
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(pb)
+}
+
+fn counts(r: &ImportReport) -> String {
+    format!(
+        "imported {}, skipped {}, rejected {}; {} event(s) written",
+        r.imported, r.skipped, r.rejected, r.events
+    )
+}
+
+/// Runs the import. Exit 0 when nothing was rejected; otherwise an
+/// INVALID_ARGUMENT failure (exit 2) whose `details` is the whole report
+/// (the sessions that were fine are imported all the same).
+pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<Option<ExitCode>> {
+    let ledger = open(global)?;
+    let pb = progress_bar();
+    let mut tick = |r: &ImportReport| {
+        // Called once per batch (at most 256 sessions).
+        if let Some(pb) = &pb {
+            pb.set_message(counts(r));
+        }
+    };
+    let result = if args.src.as_os_str() == "-" {
+        if args.format != ImportFormat::Jsonl {
+            return Err(Error::invalid(
+                "SRC",
+                "`-` (stdin) is for --format jsonl only",
+            ));
+        }
+        let stdin = Box::new(std::io::BufReader::new(std::io::stdin()));
+        ledger.import_jsonl_stream(stdin, "-", &mut tick)
+    } else {
+        ledger.import(args.format, &args.src, &mut tick)
+    };
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let report = result?;
+    if report.rejected == 0 {
+        out.success(&report, |r| format!("{}\n", counts(r)));
+        return Ok(None);
+    }
+    let message = format!(
+        "{} session(s) rejected (nothing of them was written); {}",
+        report.rejected,
+        counts(&report)
+    );
+    if !out.json {
+        write_stdout(format!("{}\n", counts(&report)).as_bytes());
+        let mut s = String::new();
+        for r in &report.rejections {
+            let line = r.line.map(|l| format!(":{l}")).unwrap_or_default();
+            let id = r
+                .session_id
+                .as_deref()
+                .map(|i| format!(" {i}"))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "  {}{line}{id}: `{}` {}\n",
+                r.file, r.field, r.reason
+            ));
+        }
+        if report.rejections_omitted > 0 {
+            s.push_str(&format!("  … and {} more\n", report.rejections_omitted));
+        }
+        let code = exit::failure(
+            ErrorCode::InvalidArgument,
+            &message,
+            serde_json::Value::Null,
+            false,
+        );
+        write_stderr(&s);
+        return Ok(Some(code));
+    }
+    let details = serde_json::to_value(&report)
+        .map_err(|e| Error::internal(format!("cannot serialize the report: {e}")))?;
+    Ok(Some(exit::failure(
+        ErrorCode::InvalidArgument,
+        &message,
+        details,
+        true,
+    )))
+}

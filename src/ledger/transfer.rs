@@ -1,0 +1,456 @@
+//! Export and import (issue 3 §4): the `Ledger` methods behind
+//! `logbook export` and `logbook import`.
+//!
+//! Export reads in one snapshot and streams session by session. Import
+//! streams its input: it reads and parses a batch (at most
+//! [`IMPORT_BATCH_SESSIONS`] sessions or 4 MiB of them) with no lock held,
+//! then writes it in one `BEGIN IMMEDIATE` transaction (through the writer
+//! queue), one SAVEPOINT per session: a session is written whole or not at
+//! all, and the lock is never held while waiting for input. Formats and mappings: `docs/import-export.md`.
+
+use super::sessions::parse_session_id;
+use super::Ledger;
+use crate::error::{Error, Result};
+use crate::model::Session;
+use crate::store::sessions as ss;
+use crate::store::transfer::{self as st, StoredEvent, StoredRef};
+use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, PrivateFile, Source};
+use crate::transfer::{
+    jsonl, phelix, Bad, ExportFormat, ExportReport, ImportFormat, ImportReport, Rejection,
+    IMPORT_BATCH_SESSIONS,
+};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::io::{self, BufRead, Write};
+use std::path::Path;
+
+fn db(e: rusqlite::Error) -> Error {
+    Error::from_sqlite(e, 0)
+}
+
+fn write_err(e: io::Error) -> Error {
+    Error::Io {
+        context: "cannot write the export".to_owned(),
+        source: e,
+    }
+}
+
+/// One whole stored session: the session, its checkpoint seq, references
+/// and events.
+type Full = (Session, Option<i64>, Vec<StoredRef>, Vec<StoredEvent>);
+
+fn read_full(conn: &Connection, id: &str) -> Result<Option<Full>> {
+    let found = conn
+        .prepare_cached(ss::SELECT_SESSION)
+        .and_then(|mut s| s.query_row(params![id], ss::map_session).optional())
+        .map_err(db)?;
+    let Some((mut session, insert_seq, checkpoint_seq)) = found else {
+        return Ok(None);
+    };
+    ss::complete_session(conn, &mut session, insert_seq, checkpoint_seq).map_err(db)?;
+    let refs = st::select_refs(conn, id).map_err(db)?;
+    let events = st::select_events_full(conn, id).map_err(db)?;
+    Ok(Some((session, checkpoint_seq, refs, events)))
+}
+
+/// A session met before its parent: retried after the rest of the input.
+struct Deferred {
+    loc: Loc,
+    /// A stdin line, until it is spilled (see `Source::spill`).
+    raw: Option<Vec<u8>>,
+    file: String,
+    line: Option<u64>,
+    session_id: Option<String>,
+}
+
+fn rejection(file: &str, line: Option<u64>, session_id: Option<String>, b: Bad) -> Rejection {
+    Rejection {
+        file: file.to_owned(),
+        line: b.line.or(line),
+        session_id,
+        field: b.field,
+        reason: b.reason,
+    }
+}
+
+impl Ledger {
+    fn fill(&self, e: Error) -> Error {
+        match e {
+            Error::Busy { .. } => Error::Busy {
+                timeout_ms: self.opts.busy_timeout_ms,
+            },
+            Error::Corrupt { reason, .. } => Error::Corrupt {
+                path: self.path.display().to_string(),
+                reason,
+            },
+            other => other,
+        }
+    }
+
+    /// Walks the chosen sessions (all when `ids` is empty) in id order in
+    /// one read snapshot, calling `f` with each whole session.
+    fn walk_export(&self, ids: &[String], mut f: impl FnMut(&Full) -> Result<()>) -> Result<()> {
+        let mut chosen: Vec<String> = Vec::with_capacity(ids.len());
+        for id in ids {
+            parse_session_id(id)?;
+            chosen.push(id.clone());
+        }
+        chosen.sort();
+        chosen.dedup();
+        self.read(|tx| {
+            if chosen.is_empty() {
+                st::for_each_id(tx, |id| match read_full(tx, id)? {
+                    Some(full) => f(&full),
+                    None => Ok(()),
+                })
+            } else {
+                for id in &chosen {
+                    if !ss::session_exists(tx, id).map_err(db)? {
+                        return Err(Error::SessionNotFound { id: id.clone() });
+                    }
+                }
+                for id in &chosen {
+                    if let Some(full) = read_full(tx, id)? {
+                        f(&full)?;
+                    }
+                }
+                Ok(())
+            }
+        })
+        .map_err(|e| self.fill(e))
+    }
+
+    /// Writes the chosen sessions (all when `ids` is empty) as logbook JSON
+    /// Lines to `out`: one compact line per session, in session id order,
+    /// every column and event (with its hash, hex), keys in a fixed order.
+    /// Importing the output into an empty database and exporting again
+    /// gives the same bytes.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (a malformed id), SESSION_NOT_FOUND (nothing is
+    /// written then), STORE_IO (the output cannot be written).
+    pub fn export_jsonl(&self, ids: &[String], out: &mut dyn Write) -> Result<ExportReport> {
+        let mut report = ExportReport {
+            format: ExportFormat::Jsonl,
+            sessions: 0,
+            events: 0,
+            out: None,
+        };
+        self.walk_export(ids, |(s, cs, refs, events)| {
+            let mut line = jsonl::render(s, *cs, refs, events)
+                .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(write_err)?;
+            report.sessions += 1;
+            report.events += events.len() as u64;
+            Ok(())
+        })?;
+        out.flush().map_err(write_err)?;
+        Ok(report)
+    }
+
+    /// [`Ledger::export_jsonl`] into the file `path`: written whole to a
+    /// temp file (mode 0600) beside it, then renamed over it; missing
+    /// folders are created with mode 0700.
+    ///
+    /// # Errors
+    /// As [`Ledger::export_jsonl`].
+    pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
+        let mut file = PrivateFile::create(path)?;
+        let mut report = self.export_jsonl(ids, file.writer())?;
+        file.finish()?;
+        report.out = Some(path.display().to_string());
+        Ok(report)
+    }
+
+    /// Writes the chosen sessions (all when `ids` is empty) as a Phelix data
+    /// folder: `dir/sessions/<session_id>.json`, each in the Phelix seed's
+    /// schema, compact and deterministic. Files are 0600; folders created
+    /// here 0700.
+    ///
+    /// # Errors
+    /// As [`Ledger::export_jsonl`].
+    pub fn export_phelix(&self, ids: &[String], dir: &Path) -> Result<ExportReport> {
+        let sessions_dir = dir.join("sessions");
+        crate::transfer::source::create_private_dirs(&sessions_dir)?;
+        let mut report = ExportReport {
+            format: ExportFormat::Phelix,
+            sessions: 0,
+            events: 0,
+            out: Some(dir.display().to_string()),
+        };
+        self.walk_export(ids, |(s, _, _, events)| {
+            let text = phelix::render(s, events)
+                .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
+            let mut f = PrivateFile::create(&sessions_dir.join(format!("{}.json", s.session_id)))?;
+            f.writer().write_all(text.as_bytes()).map_err(write_err)?;
+            f.finish()?;
+            report.sessions += 1;
+            report.events += events.len() as u64;
+            Ok(())
+        })?;
+        Ok(report)
+    }
+
+    /// Imports sessions from `src` in `format`: a JSON Lines file, a Phelix
+    /// data folder (`src/sessions/*.json`, or `src` itself holding the
+    /// files) or an Amber tree (`src/.amber/sessions/<uuid>/`,
+    /// `src/sessions/<uuid>/` or `src/<uuid>/`).
+    ///
+    /// Streams: at most one batch (256 sessions or 4 MiB) is in memory at a
+    /// time. Idempotent: a session
+    /// whose id already exists is counted as skipped and left untouched.
+    /// All-or-nothing per session: a refused session writes no row and is
+    /// listed (file, line, field, reason) in the report. `progress` is
+    /// called after each committed batch with the counts so far.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (`src` is not a file/folder as the format needs),
+    /// STORE_IO (the input cannot be read, or the disk fails), STORE_BUSY.
+    /// Batches committed before such an error stay; re-running the import
+    /// skips them.
+    pub fn import(
+        &self,
+        format: ImportFormat,
+        src: &Path,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        match format {
+            ImportFormat::Jsonl => {
+                if !src.is_file() {
+                    return Err(Error::invalid("SRC", "must be a file for --format jsonl"));
+                }
+                let mut source = JsonlSource::open(src)?;
+                self.run_import(format, &mut source, progress)
+            }
+            _ => {
+                let mut source = DirSource::open(format, src, self.opts.actor)?;
+                self.run_import(format, &mut source, progress)
+            }
+        }
+    }
+
+    /// Imports logbook JSON Lines from a stream (e.g. stdin), labelled
+    /// `label` in rejections. As [`Ledger::import`]; a session whose parent
+    /// comes later in the stream waits in an unlinked 0600 temp file (a
+    /// stream cannot be read twice), not in memory.
+    ///
+    /// # Errors
+    /// As [`Ledger::import`].
+    pub fn import_jsonl_stream(
+        &self,
+        reader: Box<dyn BufRead>,
+        label: &str,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        let mut source = JsonlSource::from_reader(reader, label);
+        self.run_import(ImportFormat::Jsonl, &mut source, progress)
+    }
+
+    fn run_import(
+        &self,
+        format: ImportFormat,
+        source: &mut dyn Source,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        let mut report = ImportReport::new(format);
+        let start_max = self
+            .read(|tx| st::max_insert_seq(tx).map_err(db))
+            .map_err(|e| self.fill(e))?;
+        let mut deferred: Vec<Deferred> = Vec::new();
+        // Each batch is read and parsed before its transaction opens, so the
+        // writer lock is never held while waiting for input (a slow stdin).
+        loop {
+            let batch = next_batch(source)?;
+            if batch.is_empty() {
+                break;
+            }
+            self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+            spill(source, &mut deferred)?;
+        }
+        // Children met before their parents, until a round imports nothing.
+        while !deferred.is_empty() {
+            let round = std::mem::take(&mut deferred);
+            let before = report.imported;
+            let mut pending = round.into_iter().peekable();
+            while pending.peek().is_some() {
+                let mut batch = Vec::new();
+                let mut bytes = 0;
+                for d in pending.by_ref() {
+                    match source.reload(&d.loc)? {
+                        Some(item) => {
+                            bytes += item_bytes(&item);
+                            batch.push(item);
+                        }
+                        None => {
+                            let b = Bad::new("record", "could not be read again");
+                            report.reject(rejection(&d.file, d.line, d.session_id, b));
+                        }
+                    }
+                    if batch.len() >= IMPORT_BATCH_SESSIONS || bytes >= IMPORT_BATCH_BYTES {
+                        break;
+                    }
+                }
+                self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+                spill(source, &mut deferred)?;
+            }
+            if report.imported == before {
+                for d in deferred.drain(..) {
+                    let b = Bad::new(
+                        "parent_session_id",
+                        "names no session of the database or of this input",
+                    );
+                    report.reject(rejection(&d.file, d.line, d.session_id, b));
+                }
+                progress(&report);
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Input bytes a parsed batch may hold before it is written (besides the
+/// [`IMPORT_BATCH_SESSIONS`] count): 4 MiB.
+const IMPORT_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Roughly how many bytes a parsed item holds.
+fn item_bytes(item: &Item) -> usize {
+    match &item.rows {
+        Err(_) => 256,
+        Ok(r) => {
+            let opt = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+            r.context.len()
+                + r.metadata.len()
+                + opt(&r.goal)
+                + r.events
+                    .iter()
+                    .map(|e| 128 + e.event_type.len() + opt(&e.detail) + opt(&e.data))
+                    .sum::<usize>()
+                + 512
+        }
+    }
+}
+
+/// Moves the raw stdin lines of newly deferred sessions to the source's
+/// spill file, so memory does not hold them.
+fn spill(source: &mut dyn Source, deferred: &mut [Deferred]) -> Result<()> {
+    for d in deferred.iter_mut() {
+        if let Some(raw) = d.raw.take() {
+            d.loc = source.spill(&raw, d.line.unwrap_or(0))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the next batch: up to [`IMPORT_BATCH_SESSIONS`] items or
+/// [`IMPORT_BATCH_BYTES`] of them, whichever comes first.
+fn next_batch(source: &mut dyn Source) -> Result<Vec<Item>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while batch.len() < IMPORT_BATCH_SESSIONS && bytes < IMPORT_BATCH_BYTES {
+        let Some(item) = source.next_item()? else {
+            break;
+        };
+        bytes += item_bytes(&item);
+        batch.push(item);
+    }
+    Ok(batch)
+}
+
+impl Ledger {
+    /// Writes one parsed batch in one `BEGIN IMMEDIATE` transaction.
+    fn write_batch(
+        &self,
+        batch: Vec<Item>,
+        start_max: i64,
+        report: &mut ImportReport,
+        deferred: &mut Vec<Deferred>,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut snapshot = report.clone();
+        self.write(|tx| {
+            for item in batch {
+                apply(tx, item, start_max, &mut snapshot, deferred)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| self.fill(e))?;
+        *report = snapshot;
+        progress(report);
+        Ok(())
+    }
+}
+
+/// Applies one item inside the batch's transaction.
+fn apply(
+    tx: &Connection,
+    item: Item,
+    start_max: i64,
+    report: &mut ImportReport,
+    deferred: &mut Vec<Deferred>,
+) -> Result<()> {
+    let Item {
+        file,
+        line,
+        session_id,
+        rows,
+        loc,
+        raw,
+    } = item;
+    let rows = match rows {
+        Ok(r) => r,
+        Err(b) => {
+            report.reject(rejection(&file, line, session_id, b));
+            return Ok(());
+        }
+    };
+    let id = Some(rows.session_id.clone());
+    match st::find_insert_seq(tx, &rows.session_id).map_err(db)? {
+        Some(seq) if seq > start_max => {
+            let b = Bad::new("session_id", "appears more than once in this input");
+            report.reject(rejection(&file, line, id, b));
+            return Ok(());
+        }
+        Some(_) => {
+            report.skipped += 1;
+            return Ok(());
+        }
+        None => {}
+    }
+    if let Some(p) = &rows.parent_session_id {
+        if !ss::session_exists(tx, p).map_err(db)? {
+            deferred.push(Deferred {
+                loc,
+                raw,
+                file,
+                line,
+                session_id: id,
+            });
+            return Ok(());
+        }
+    }
+    st::exec(tx, st::SAVEPOINT).map_err(db)?;
+    match st::insert_session_rows(tx, &rows) {
+        Ok(()) => {
+            st::exec(tx, st::RELEASE).map_err(db)?;
+            report.imported += 1;
+            report.events += rows.events.len() as u64;
+        }
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+            st::exec(tx, st::ROLLBACK_TO).map_err(db)?;
+            st::exec(tx, st::RELEASE).map_err(db)?;
+            let b = Bad::new(
+                "record",
+                "was refused by the database (a constraint or trigger failed)",
+            );
+            report.reject(rejection(&file, line, id, b));
+        }
+        Err(e) => {
+            let _ = st::exec(tx, st::ROLLBACK_TO);
+            return Err(db(e));
+        }
+    }
+    Ok(())
+}

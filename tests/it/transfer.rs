@@ -1,0 +1,812 @@
+//! Export and import (issue 3 §4): the fixtures of both seeds, logbook's
+//! own JSON Lines round trip, malformed inputs, idempotency and modes.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const PHELIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/phelix");
+const AMBER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/amber");
+const AMBER_UUID: &str = "550e8400-e29b-41d4-a716-446655440000";
+const SECRET: &str = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+
+fn amber_id(uuid: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(format!("amber:{uuid}").as_bytes());
+    format!("ses_{}", &hex::encode(h)[..16])
+}
+
+/// `import --json`: the report of a run that rejected nothing.
+#[track_caller]
+fn import_ok(env: &TestEnv, format: &str, src: &Path) -> Value {
+    let r = env.json(&["import", "--format", format, src.to_str().unwrap()]);
+    r.data()
+}
+
+/// `import --json` of a run with rejections: exit 2, the report in details.
+#[track_caller]
+fn import_rejecting(env: &TestEnv, format: &str, src: &Path) -> (Run, Value) {
+    let r = env.json(&["import", "--format", format, src.to_str().unwrap()]);
+    let err = assert_error(&r, "INVALID_ARGUMENT", 2);
+    let details = err["details"].clone();
+    (r, details)
+}
+
+#[track_caller]
+fn assert_counts(report: &Value, imported: u64, skipped: u64, rejected: u64) {
+    assert_eq!(
+        (
+            report["imported"].as_u64().unwrap(),
+            report["skipped"].as_u64().unwrap(),
+            report["rejected"].as_u64().unwrap()
+        ),
+        (imported, skipped, rejected),
+        "{report}"
+    );
+}
+
+fn export_jsonl(env: &TestEnv) -> String {
+    let r = env.run(&["export", "--format", "jsonl"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout
+}
+
+/// Rows of a session in every table (all must be 0 for a rejected one).
+fn rows_anywhere(env: &TestEnv, id: &str) -> i64 {
+    let c = env.sql();
+    [
+        "SELECT count(*) FROM sessions WHERE session_id = ?1",
+        "SELECT count(*) FROM session_data WHERE session_id = ?1",
+        "SELECT count(*) FROM session_tags WHERE session_id = ?1",
+        "SELECT count(*) FROM session_refs WHERE session_id = ?1",
+        "SELECT count(*) FROM events WHERE session_id = ?1",
+        "SELECT count(*) FROM idempotency_keys WHERE session_id = ?1",
+    ]
+    .iter()
+    .map(|q| c.query_row(q, [id], |r| r.get::<_, i64>(0)).unwrap())
+    .sum()
+}
+
+fn table_counts(env: &TestEnv) -> Vec<i64> {
+    let c = env.sql();
+    [
+        "sessions",
+        "session_data",
+        "session_tags",
+        "session_refs",
+        "events",
+    ]
+    .iter()
+    .map(|t| {
+        c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .unwrap()
+    })
+    .collect()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// The DB file and its WAL, as bytes (for secret greps).
+fn db_bytes(env: &TestEnv) -> Vec<u8> {
+    let mut b = std::fs::read(&env.db).unwrap();
+    let mut wal = env.db.as_os_str().to_owned();
+    wal.push("-wal");
+    if let Ok(w) = std::fs::read(PathBuf::from(wal)) {
+        b.extend(w);
+    }
+    b
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn phelix_fixture_imports_verifies_and_exports_back_the_same_content() {
+    let env = TestEnv::new();
+    let r = import_ok(&env, "phelix", Path::new(PHELIX));
+    assert_counts(&r, 2, 0, 0);
+    assert_eq!(r["events"], 6);
+    assert_eq!(env.json(&["verify"]).code, 0);
+
+    let s = env
+        .json(&["session", "show", "ses_1a2b3c4d5e6f7081"])
+        .data();
+    assert_eq!(s["session"]["status"], "completed");
+    assert_eq!(s["session"]["rev"], 4);
+    assert_eq!(s["session"]["actor"]["type"], "cli");
+    assert_eq!(s["session"]["final_result"], "shipped v3 to 100%");
+    assert_eq!(
+        s["session"]["checkpoint"],
+        json!({"step": "deploy", "note": "canary at 10%", "at_ms": 1782036300000_i64, "seq": 2})
+    );
+    assert_eq!(s["session"]["plan_ids"], json!(["pln_7f3a"]));
+    let seqs: Vec<i64> = s["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3]);
+    assert_eq!(
+        event_types(&env, "ses_1a2b3c4d5e6f7081"),
+        ["created", "checkpoint", "checkpoint", "completed"]
+    );
+    let a = env
+        .json(&["session", "show", "ses_00ff00ff00ff00ff"])
+        .data();
+    assert_eq!(
+        (a["session"]["status"].clone(), a["session"]["rev"].clone()),
+        (json!("active"), json!(2))
+    );
+    assert_eq!(a["session"]["actor"]["type"], "mcp");
+
+    // A second import changes nothing.
+    let before = (
+        env.show("ses_1a2b3c4d5e6f7081"),
+        env.show("ses_00ff00ff00ff00ff"),
+    );
+    let counts = table_counts(&env);
+    assert_counts(&import_ok(&env, "phelix", Path::new(PHELIX)), 0, 2, 0);
+    assert_eq!(
+        before,
+        (
+            env.show("ses_1a2b3c4d5e6f7081"),
+            env.show("ses_00ff00ff00ff00ff")
+        )
+    );
+    assert_eq!(counts, table_counts(&env));
+
+    // Exported under a permissive umask: folders 0700, files 0600, and the
+    // same fields and values as the fixture.
+    let out = env.dir.path().join("out/phelix");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$@\"")
+        .arg("sh")
+        .arg(bin())
+        .args([
+            "--db",
+            env.db.to_str().unwrap(),
+            "export",
+            "--format",
+            "phelix",
+            "--out",
+        ])
+        .arg(&out)
+        .env_clear()
+        .env("HOME", env.dir.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(mode(&env.dir.path().join("out")), 0o700);
+    assert_eq!(mode(&out), 0o700);
+    assert_eq!(mode(&out.join("sessions")), 0o700);
+    for name in ["ses_1a2b3c4d5e6f7081.json", "ses_00ff00ff00ff00ff.json"] {
+        let got = out.join("sessions").join(name);
+        assert_eq!(mode(&got), 0o600, "{name}");
+        let got: Value = serde_json::from_slice(&std::fs::read(got).unwrap()).unwrap();
+        let want: Value = serde_json::from_slice(
+            &std::fs::read(Path::new(PHELIX).join("sessions").join(name)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn amber_fixture_maps_ids_states_types_and_keeps_the_rest() {
+    let env = TestEnv::new();
+    let r = import_ok(&env, "amber", Path::new(AMBER));
+    assert_counts(&r, 1, 0, 0);
+    assert_eq!(env.json(&["verify"]).code, 0);
+    let id = amber_id(AMBER_UUID);
+    let s = env.json(&["session", "show", &id]).data();
+    let ses = &s["session"];
+    assert_eq!(ses["status"], "completed");
+    assert_eq!(ses["title"], "fix login bug");
+    assert_eq!(ses["goal"], "fix login bug");
+    assert_eq!(ses["route"], "bugfix-quick");
+    assert_eq!(ses["stage"], "verify");
+    assert_eq!(ses["rev"], 10);
+    assert_eq!(ses["usage"]["api_calls"], 42);
+    assert_eq!(ses["usage"]["duration_ms"], 180000);
+    assert_eq!(ses["metadata"]["amber"]["session_id"], AMBER_UUID);
+    assert_eq!(ses["metadata"]["amber"]["usage"]["tokens"], 15000);
+    assert_eq!(ses["checkpoint"]["step"], "after-repro");
+    assert_eq!(ses["checkpoint"]["seq"], 5);
+    assert_eq!(
+        event_types(&env, &id),
+        [
+            "created",
+            "started",
+            "stage_started",
+            "gate_opened",
+            "gate_approved",
+            "checkpoint",
+            "stage_completed",
+            "stage_started",
+            "stage_completed",
+            "completed"
+        ]
+    );
+    let ev = &s["events"];
+    assert_eq!(ev[0]["at_ms"], 1782036000000_i64);
+    assert_eq!(ev[3]["data"], json!({"gateId": "user-approval-fix"}));
+    assert_eq!(
+        ev[5]["data"]["snapshot"]["manifest"]["currentStage"],
+        "reproduce"
+    );
+    assert_eq!(ev[9]["data"], json!({"status": "success"}));
+
+    // Idempotent: same id, nothing changes.
+    let before = env.show(&id);
+    assert_counts(&import_ok(&env, "amber", Path::new(AMBER)), 0, 1, 0);
+    // The `.amber` and `.amber/sessions` folders work as SRC too.
+    let dot = Path::new(AMBER).join(".amber");
+    assert_counts(&import_ok(&env, "amber", &dot), 0, 1, 0);
+    assert_counts(&import_ok(&env, "amber", &dot.join("sessions")), 0, 1, 0);
+    assert_eq!(before, env.show(&id));
+}
+
+/// A ledger with sessions in every status, tags, references, context,
+/// metadata, custom events, idempotency keys and a parent/child pair.
+fn rich_ledger(env: &TestEnv) -> Vec<String> {
+    let mut ids = Vec::new();
+    let p = env.create_with(&[
+        "--title",
+        "parent",
+        "--app",
+        "web",
+        "--tag",
+        "a",
+        "--tag",
+        "b",
+        "--context",
+        r#"{"z":1,"a":{"k":[1,2.5,"x"]}}"#,
+        "--metadata",
+        r#"{"owner":"ops"}"#,
+        "--goal",
+        "line one\n\tline two",
+        "--route",
+        "r",
+        "--stage",
+        "s",
+        "--agent",
+        "ag",
+    ]);
+    env.json(&[
+        "session",
+        "checkpoint",
+        &p,
+        "--step",
+        "plan",
+        "--note",
+        "n1",
+        "--plan",
+        "pln_1",
+        "--plan",
+        "pln_2",
+        "--operation",
+        "op_1",
+        "--idempotency-key",
+        "k1",
+    ]);
+    env.json(&[
+        "session",
+        "checkpoint",
+        &p,
+        "--deployment",
+        "dep-1",
+        "--plan",
+        "pln_3",
+    ]);
+    env.json(&[
+        "session",
+        "event",
+        &p,
+        "--type",
+        "x.build",
+        "--detail",
+        "ok",
+        "--data",
+        r#"{"b":2,"a":1}"#,
+    ]);
+    ids.push(p.clone());
+    let child = env.create_with(&["--title", "child", "--parent", &p]);
+    env.json(&["session", "complete", &child, "--result", "done"]);
+    ids.push(child);
+    let pending = env.create_with(&["--title", "pending", "--pending"]);
+    ids.push(pending);
+    let paused = env.create("paused");
+    env.json(&["session", "pause", &paused, "--reason", "wait"]);
+    ids.push(paused);
+    let failed = env.create("failed");
+    env.json(&["session", "fail", &failed, "--reason", "boom"]);
+    ids.push(failed);
+    let cancelled = env.create_with(&["--title", "cancelled", "--pending"]);
+    env.json(&["session", "cancel", &cancelled, "--reason", "nope"]);
+    ids.push(cancelled);
+    ids
+}
+
+#[test]
+fn jsonl_round_trip_is_byte_identical() {
+    let src = TestEnv::new();
+    let ids = rich_ledger(&src);
+    let first = export_jsonl(&src);
+    assert_eq!(first.lines().count(), ids.len());
+    let file = src.dir.path().join("x.jsonl");
+    std::fs::write(&file, &first).unwrap();
+
+    let dst = TestEnv::new();
+    let r = import_ok(&dst, "jsonl", &file);
+    assert_counts(&r, 6, 0, 0);
+    assert_eq!(dst.json(&["verify"]).code, 0);
+    assert_eq!(export_jsonl(&dst), first);
+    for id in &ids {
+        // Everything but the global event_id cursor is the same.
+        let strip = |t: String| {
+            let mut v: Value = serde_json::from_str(&t).unwrap();
+            for e in v["data"]["events"].as_array_mut().unwrap() {
+                e["event_id"] = Value::Null;
+            }
+            v
+        };
+        assert_eq!(strip(src.show(id)), strip(dst.show(id)), "{id}");
+    }
+
+    // Children before their parents (reversed file) import all the same.
+    let reversed: String = first.lines().rev().map(|l| format!("{l}\n")).collect();
+    let rfile = src.dir.path().join("rev.jsonl");
+    std::fs::write(&rfile, reversed).unwrap();
+    let dst2 = TestEnv::new();
+    assert_counts(&import_ok(&dst2, "jsonl", &rfile), 6, 0, 0);
+    assert_eq!(export_jsonl(&dst2), first);
+
+    // From stdin, in both orders (so one has the child first: it waits in
+    // the spill file), and a --out file is 0600 with the same bytes.
+    let from_stdin = |src: &Path| {
+        let dst = TestEnv::new();
+        let mut c = dst.command();
+        let db = dst.db.to_str().unwrap().to_owned();
+        c.args(["--db", &db, "import", "--format", "jsonl", "-", "--json"]);
+        c.stdin(std::fs::File::open(src).unwrap());
+        let run: Run = c.output().unwrap().into();
+        assert_counts(&run.data(), 6, 0, 0);
+        dst
+    };
+    assert_eq!(export_jsonl(&from_stdin(&rfile)), first);
+    let dst3 = from_stdin(&file);
+    let out = dst3.dir.path().join("new/dir/e.jsonl");
+    let d = dst3
+        .json(&[
+            "export",
+            "--format",
+            "jsonl",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .data();
+    assert_eq!(
+        (d["sessions"].clone(), d["events"].clone()),
+        (json!(6), json!(13))
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), first);
+    assert_eq!(mode(&out), 0o600);
+    assert_eq!(mode(out.parent().unwrap()), 0o700);
+
+    // A second import skips everything and changes nothing.
+    let counts = table_counts(&dst);
+    assert_counts(&import_ok(&dst, "jsonl", &file), 0, 6, 0);
+    assert_eq!(counts, table_counts(&dst));
+    assert_eq!(export_jsonl(&dst), first);
+}
+
+#[test]
+fn export_selects_sessions_and_refuses_unknown_ones_and_json_to_stdout() {
+    let env = TestEnv::new();
+    let ids = rich_ledger(&env);
+    let r = env.run(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--session",
+        &ids[2],
+        "--session",
+        &ids[2],
+    ]);
+    assert_eq!(r.stdout.lines().count(), 1);
+    assert!(r.stdout.contains(&ids[2]));
+    let out = env.dir.path().join("none.jsonl");
+    let r = env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--session",
+        "ses_0000000000000000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_error(&r, "SESSION_NOT_FOUND", 3);
+    assert!(!out.exists());
+    let leftovers = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp-")
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+    assert_error(
+        &env.json(&["export", "--format", "jsonl"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_error(
+        &env.json(&["export", "--format", "phelix"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+}
+
+/// One good exported line, as a JSON value to mutate.
+fn good_line() -> Value {
+    let env = TestEnv::new();
+    let id = env.create("template");
+    env.json(&["session", "checkpoint", &id, "--step", "s"]);
+    serde_json::from_str(export_jsonl(&env).trim()).unwrap()
+}
+
+fn with_id(mut v: Value, n: u32) -> Value {
+    v["session_id"] = json!(format!("ses_{n:016x}"));
+    v
+}
+
+#[test]
+fn malformed_jsonl_is_rejected_session_by_session() {
+    let env = TestEnv::new();
+    let g = good_line();
+    let mut lines: Vec<String> = Vec::new();
+    // 1: good.
+    lines.push(with_id(g.clone(), 1).to_string());
+    // 2: truncated.
+    let t = with_id(g.clone(), 2).to_string();
+    lines.push(t[..t.len() / 2].to_owned());
+    // 3: unknown event type.
+    let mut v = with_id(g.clone(), 3);
+    v["events"][1]["type"] = json!("teleported");
+    lines.push(v.to_string());
+    // 4: missing field.
+    let mut v = with_id(g.clone(), 4);
+    v.as_object_mut().unwrap().remove("title");
+    lines.push(v.to_string());
+    // 5: wrong type, holding a secret that must not be echoed.
+    let mut v = with_id(g.clone(), 5);
+    v["rev"] = json!(SECRET);
+    lines.push(v.to_string());
+    // 6: the id of line 1 again.
+    lines.push(with_id(g.clone(), 1).to_string());
+    // 7: a line over the 16 MiB cap.
+    let mut v = with_id(g.clone(), 7);
+    v["goal"] = json!("g".repeat(17 * 1024 * 1024));
+    lines.push(v.to_string());
+    // 8: time steps back.
+    let mut v = with_id(g.clone(), 8);
+    let t0 = v["events"][0]["at_ms"].as_i64().unwrap();
+    v["events"][1]["at_ms"] = json!(t0 - 1);
+    lines.push(v.to_string());
+    // 9: a status that is not logbook's.
+    let mut v = with_id(g.clone(), 9);
+    v["status"] = json!("running");
+    lines.push(v.to_string());
+    // 10: good, with a secret in its goal (redacted on the way in).
+    let mut v = with_id(g.clone(), 10);
+    v["goal"] = json!(format!("deploy with {SECRET} now"));
+    lines.push(v.to_string());
+    // 11: a title over its cap.
+    let mut v = with_id(g.clone(), 11);
+    v["title"] = json!("t".repeat(201));
+    lines.push(v.to_string());
+    let file = env.dir.path().join("bad.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let (run, d) = import_rejecting(&env, "jsonl", &file);
+    assert_counts(&d, 2, 0, 9);
+    assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET));
+    assert!(!run
+        .stdout
+        .contains("ggggggggggggggggggggggggggggggggggggggggg"));
+    let got: Vec<(u64, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["file"], file.to_str().unwrap());
+            (
+                r["line"].as_u64().unwrap(),
+                r["field"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, &str)> = vec![
+        (2, "line"),
+        (3, "events[1].type"),
+        (4, "title"),
+        (5, "rev"),
+        (6, "session_id"),
+        (7, "line"),
+        (8, "events[1].at_ms"),
+        (9, "status"),
+        (11, "title"),
+    ];
+    let got_ref: Vec<(u64, &str)> = got.iter().map(|(l, f)| (*l, f.as_str())).collect();
+    assert_eq!(got_ref, want);
+    assert_eq!(
+        d["rejections"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next(),
+        Some("is truncated")
+    );
+    assert_eq!(
+        d["rejections"][5]["reason"],
+        "is longer than the limit of 16777216 bytes"
+    );
+    assert_eq!(
+        d["rejections"][8]["reason"],
+        "is 201 characters; the limit is 200"
+    );
+
+    for n in [3, 4, 5, 7, 8, 9, 11] {
+        assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "{n}");
+    }
+    assert_eq!(rev_and_events(&env, &format!("ses_{:016x}", 1)), (2, 2, 1));
+    assert_eq!(table_counts(&env)[0], 2);
+    assert_eq!(env.json(&["verify"]).code, 0);
+    let s = env
+        .json(&["session", "show", &format!("ses_{:016x}", 10)])
+        .data();
+    assert_eq!(s["session"]["goal"], "deploy with [REDACTED] now");
+    drop(env.sql());
+    assert!(!contains(&db_bytes(&env), SECRET));
+
+    // Human output: counts on stdout, the list on stderr, exit 2.
+    let r = env.run(&["import", "--format", "jsonl", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stdout.starts_with("imported 0, skipped 3, rejected 8"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .starts_with("error[INVALID_ARGUMENT]: 8 session(s) rejected"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(":8 ses_0000000000000008: `events[1].at_ms` is earlier"),
+        "{}",
+        r.stderr
+    );
+}
+
+fn amber_session(root: &Path, uuid: &str, state: &str, goal: &str, timeline: &[Value]) {
+    let dir = root.join(".amber/sessions").join(uuid);
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = json!({"sessionId": uuid, "goal": goal, "route": "r", "state": state,
+        "currentStage": "build", "createdAt": "2026-06-21T10:00:00Z"});
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    let tl: String = timeline.iter().map(|e| format!("{e}\n")).collect();
+    std::fs::write(dir.join("timeline.jsonl"), tl).unwrap();
+}
+
+fn ev(t: &str, ts: &str) -> Value {
+    json!({"type": t, "timestamp": ts})
+}
+
+#[test]
+fn malformed_amber_sessions_are_rejected_or_mapped_as_documented() {
+    let env = TestEnv::new();
+    let root = env.dir.path().join("proj");
+    let u = |n: u32| format!("00000000-0000-4000-8000-{n:012x}");
+    let start = ev("session_created", "2026-06-21T10:00:00Z");
+    // 1: unknown but well-formed type, a time that steps back, a secret goal.
+    amber_session(
+        &root,
+        &u(1),
+        "executing",
+        &format!("first line {SECRET}\nsecond"),
+        &[
+            start.clone(),
+            json!({"type": "lint_ran", "timestamp": "2026-06-21T10:01:00Z", "files": 3}),
+            ev("stage_started", "2026-06-21T09:59:00Z"),
+        ],
+    );
+    // 2: a malformed type on line 2.
+    amber_session(
+        &root,
+        &u(2),
+        "executing",
+        "g",
+        &[start.clone(), ev("Bad Type", "2026-06-21T10:01:00Z")],
+    );
+    // 3: an unknown state.
+    amber_session(
+        &root,
+        &u(3),
+        "levitating",
+        "g",
+        std::slice::from_ref(&start),
+    );
+    // 4: a truncated timeline line.
+    let dir4 = root.join(".amber/sessions").join(u(4));
+    amber_session(&root, &u(4), "paused", "g", std::slice::from_ref(&start));
+    std::fs::write(
+        dir4.join("timeline.jsonl"),
+        format!("{start}\n{{\"type\":\"stage_st"),
+    )
+    .unwrap();
+    // 5: aborted maps to cancelled; the reason is kept.
+    amber_session(
+        &root,
+        &u(5),
+        "aborted",
+        "g",
+        &[
+            start.clone(),
+            json!({"type": "session_aborted", "timestamp": "2026-06-21T10:02:00Z", "reason": "user quit"}),
+        ],
+    );
+
+    let (_, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 2, 0, 3);
+    let mut rej: Vec<(String, Option<u64>, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let file = r["file"].as_str().unwrap();
+            let rel = file.split(".amber/sessions/").nth(1).unwrap().to_owned();
+            (
+                rel,
+                r["line"].as_u64(),
+                r["field"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    rej.sort();
+    assert_eq!(
+        rej,
+        vec![
+            (
+                format!("{}/timeline.jsonl", u(2)),
+                Some(2),
+                "type".to_owned()
+            ),
+            (format!("{}/manifest.json", u(3)), None, "state".to_owned()),
+            (
+                format!("{}/timeline.jsonl", u(4)),
+                Some(2),
+                "line".to_owned()
+            ),
+        ]
+    );
+    for n in [2, 3, 4] {
+        assert_eq!(rows_anywhere(&env, &amber_id(&u(n))), 0);
+    }
+    let s = env.json(&["session", "show", &amber_id(&u(1))]).data();
+    assert_eq!(s["session"]["status"], "active");
+    assert_eq!(s["session"]["stage"], "build");
+    assert_eq!(s["session"]["title"], "first line [REDACTED]");
+    assert_eq!(s["session"]["goal"], "first line [REDACTED]\nsecond");
+    assert_eq!(s["events"][1]["type"], "x.amber.lint_ran");
+    assert_eq!(s["events"][1]["data"], json!({"files": 3}));
+    assert_eq!(s["events"][2]["at_ms"], s["events"][1]["at_ms"]);
+    assert_eq!(s["events"][2]["data"]["timestamp"], "2026-06-21T09:59:00Z");
+    let c = env.json(&["session", "show", &amber_id(&u(5))]).data();
+    assert_eq!(c["session"]["status"], "cancelled");
+    assert_eq!(c["session"]["end_reason"], "user quit");
+    assert_eq!(env.json(&["verify"]).code, 0);
+    drop(env.sql());
+    assert!(!contains(&db_bytes(&env), SECRET));
+}
+
+#[test]
+fn thousands_of_generated_amber_sessions_import_in_batches() {
+    let env = TestEnv::new();
+    let root = env.dir.path().join("many");
+    let n = 3000u32;
+    for i in 0..n {
+        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
+        amber_session(
+            &root,
+            &uuid,
+            "completed",
+            &format!("goal {i}"),
+            &[
+                ev("session_created", "2026-06-21T10:00:00Z"),
+                ev("session_started", "2026-06-21T10:00:01Z"),
+                json!({"type": "stage_started", "timestamp": "2026-06-21T10:00:02Z", "stage": "s"}),
+                ev("session_completed", "2026-06-21T10:00:03Z"),
+            ],
+        );
+    }
+    let d = import_ok(&env, "amber", &root);
+    assert_counts(&d, n as u64, 0, 0);
+    assert_eq!(d["events"], 4 * n as u64);
+    assert_eq!(table_counts(&env)[..1], [n as i64]);
+    assert_eq!(env.json(&["verify"]).code, 0);
+    assert_counts(&import_ok(&env, "amber", &root), 0, n as u64, 0);
+}
+
+#[test]
+fn malformed_phelix_files_are_rejected_whole() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("phelix/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good =
+        std::fs::read_to_string(Path::new(PHELIX).join("sessions/ses_1a2b3c4d5e6f7081.json"))
+            .unwrap();
+    std::fs::write(dir.join("ses_1a2b3c4d5e6f7081.json"), &good).unwrap();
+    // The same session under another file name.
+    std::fs::write(dir.join("ses_0000000000000001.json"), &good).unwrap();
+    // Truncated.
+    std::fs::write(
+        dir.join("ses_0000000000000002.json"),
+        &good[..good.len() / 2],
+    )
+    .unwrap();
+    // A checkpoint that names a non-checkpoint event.
+    let mut v: Value = serde_json::from_str(&good).unwrap();
+    v["session_id"] = json!("ses_0000000000000003");
+    v["checkpoint"]["seq"] = json!(0);
+    std::fs::write(dir.join("ses_0000000000000003.json"), v.to_string()).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a session").unwrap();
+
+    let (_, d) = import_rejecting(&env, "phelix", &env.dir.path().join("phelix"));
+    assert_counts(&d, 1, 0, 3);
+    let mut got: Vec<(String, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let f = r["file"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned();
+            (f, r["field"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "ses_0000000000000001.json".to_owned(),
+                "session_id".to_owned()
+            ),
+            ("ses_0000000000000002.json".to_owned(), "file".to_owned()),
+            (
+                "ses_0000000000000003.json".to_owned(),
+                "checkpoint.seq".to_owned()
+            ),
+        ]
+    );
+    assert_eq!(rows_anywhere(&env, "ses_0000000000000003"), 0);
+    assert_eq!(env.json(&["verify"]).code, 0);
+}
