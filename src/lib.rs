@@ -41,5 +41,7 @@ pub use ledger::{
     Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,
     SessionView, StageAction, StageRequest, VerifyReport,
 };
+pub use ledger::{CreateRun, RecordUsage, RunUsageDelta, SetBudget};
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
+pub use model::{Budget, OnExceed, Run, RunError, RunId, RunStatus, RunUsage};
 pub use store::SyncMode;

@@ -4,9 +4,11 @@
 //! method and hands the result to the printer. Behaviour lives in the library.
 
 mod admin;
+mod budget;
 mod exit;
 mod output;
 mod render;
+mod run;
 mod session;
 mod timeline;
 
@@ -110,6 +112,9 @@ enum Command {
     /// at the copy, or moving it into place while no logbook runs.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
+    /// Create, change and read runs: executions inside a session
+    #[command(subcommand)]
+    Run(run::RunCommand),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -139,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Events(args) => timeline::events(args, &cli.global, &out),
         Command::Doctor => admin::doctor(&cli.global, &out),
         Command::Backup(args) => admin::backup(args, &cli.global, &out),
+        Command::Run(cmd) => run::run(cmd, &cli.global, &out),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -507,6 +507,7 @@ impl Ledger {
                     detail: Some("session created"),
                     data: None,
                     idempotency: key,
+                    run_id: None,
                 },
             )
             .map_err(db)?;
@@ -625,6 +626,7 @@ impl Ledger {
                 detail,
                 data,
                 idempotency: m.idempotency_key.as_deref().zip(dg),
+                run_id: None,
             },
         )
         .map_err(db)?;

@@ -5,6 +5,7 @@
 //! transaction and call these helpers.
 
 pub mod admin;
+pub mod budgets;
 pub mod busy;
 pub mod chain;
 pub mod codec;
@@ -13,6 +14,7 @@ pub mod feed;
 pub mod list;
 pub mod migrate;
 pub mod open;
+pub mod runs;
 pub mod sessions;
 pub mod tx;
 pub mod writelock;

@@ -3,6 +3,7 @@
 //! same files with plain SQLite to check what is stored.
 
 mod admin;
+mod budgets;
 mod cases;
 mod chain;
 mod cli_errors;
@@ -14,6 +15,7 @@ mod feed;
 mod hardening;
 mod helper;
 mod library;
+mod runs;
 mod schema;
 mod stages;
 mod walcount;
