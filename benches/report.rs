@@ -34,7 +34,7 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if run("cli") {
@@ -63,6 +63,9 @@ fn main() {
     }
     if run("import") {
         import_section(dir.path());
+    }
+    if run("runs") {
+        runs_section(dir.path());
     }
 }
 
@@ -708,6 +711,7 @@ fn chain_insert(c: &Connection, id: &str, typ: &str, data: Option<&str>, chained
             detail: Some("a short note"),
             data,
             idempotency: None,
+            run_id: None,
         };
         ev::insert_event(c, &e).unwrap();
     } else {
@@ -1034,4 +1038,144 @@ fn import_section(dir: &Path) {
         let _ = std::fs::remove_dir_all(&root);
     }
     println!();
+}
+
+// ------------------------------------------------------------------ runs
+
+/// One run lifecycle through the library: create → start → 10 usage
+/// updates → complete (13 mutations, each one transaction).
+fn lib_lifecycle(l: &Ledger, session: &str) {
+    use logbook::{CreateRun, RunUsageDelta};
+    let m = Mutation::default();
+    let input = serde_json::json!({"messages": [{"role": "user", "content": "Hello"}]});
+    let req = CreateRun {
+        input: Some(input),
+        metadata: None,
+    };
+    let run = l.create_run(session, req, &m).unwrap().run_id.to_string();
+    l.start_run(&run, &m).unwrap();
+    for _ in 0..10 {
+        let d = RunUsageDelta {
+            input_tokens: Some(120),
+            output_tokens: Some(40),
+            api_calls: Some(1),
+        };
+        l.record_run_usage(&run, d, &m).unwrap();
+    }
+    let out = serde_json::json!({"content": "Hello!", "stop_reason": "end_turn"});
+    l.complete_run(&run, Some(out), &m).unwrap();
+}
+
+fn cli_lifecycle(lb: &dyn Fn(&[&str]) -> Command, session: &str) {
+    let out = lb(&["run", "create", session, "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = v["data"]["run_id"].as_str().unwrap().to_owned();
+    assert!(lb(&["run", "start", &run])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    for _ in 0..10 {
+        let args = [
+            "run",
+            "usage",
+            &run,
+            "--input-tokens",
+            "120",
+            "--output-tokens",
+            "40",
+            "--api-calls",
+            "1",
+        ];
+        assert!(lb(&args).output().unwrap().status.success());
+    }
+    assert!(lb(&["run", "complete", &run])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
+
+fn runs_section(dir: &Path) {
+    // Library, synchronous=FULL (the default): interleaved trials of
+    // checkpoints and run lifecycles on the same handle and file.
+    let l = Ledger::open(LedgerOptions::at(dir.join("runs-lib.db"))).unwrap();
+    let sessions: Vec<String> = (0..100)
+        .map(|i| {
+            let req = CreateSession::titled(format!("runs {i}"));
+            l.create_session(req).unwrap().session_id.to_string()
+        })
+        .collect();
+    let (mut cp_rates, mut life_rates) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for _trial in 0..5 {
+        let t = Instant::now();
+        for k in 0..260 {
+            n += 1;
+            let req = CheckpointRequest {
+                step: Some(format!("step {n}")),
+                note: Some("a short note".into()),
+                ..Default::default()
+            };
+            l.checkpoint(&sessions[k % 100], req, &Mutation::default())
+                .unwrap();
+        }
+        cp_rates.push(260.0 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for k in 0..20 {
+            lib_lifecycle(&l, &sessions[k % 100]);
+        }
+        life_rates.push(20.0 / t.elapsed().as_secs_f64());
+    }
+    let (cp, life) = (median(cp_rates), median(life_rates));
+
+    // CLI: one process per command.
+    let bin = env!("CARGO_BIN_EXE_logbook");
+    let db: PathBuf = dir.join("runs-cli.db");
+    let lb = |args: &[&str]| {
+        let mut c = Command::new(bin);
+        c.arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c
+    };
+    let out = lb(&["session", "create", "--title", "runs cli", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = v["data"]["session_id"].as_str().unwrap().to_owned();
+    let (mut ccp, mut clife) = (Vec::new(), Vec::new());
+    for _trial in 0..3 {
+        let t = Instant::now();
+        for i in 0..39 {
+            let step = format!("s{i}");
+            assert!(lb(&["session", "checkpoint", &s, "--step", &step])
+                .output()
+                .unwrap()
+                .status
+                .success());
+        }
+        ccp.push(39.0 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..3 {
+            cli_lifecycle(&lb, &s);
+        }
+        clife.push(3.0 / t.elapsed().as_secs_f64());
+    }
+    let (ccp, clife) = (median(ccp), median(clife));
+    println!("## Runs\n");
+    println!("A run lifecycle is create → start → 10 usage updates → complete: 13 mutations, each one `BEGIN IMMEDIATE` transaction that changes the run, bumps the session's rev and appends one chained `run_*` event. Measured against checkpoints (the core mutation) on the same file in the same run, synchronous=FULL; library: 5 interleaved trials (260 checkpoints, 20 lifecycles), CLI: 3 interleaved trials (39 checkpoint processes, 3 lifecycles = 39 processes), medians.\n");
+    println!("| path | lifecycles/s | mutations/s | checkpoints/s | mutation rate / checkpoint rate |\n|---|---|---|---|---|");
+    println!(
+        "| library (`Ledger`) | {life:.1} | {:.0} | {cp:.0} | {:.2} |",
+        life * 13.0,
+        life * 13.0 / cp
+    );
+    println!(
+        "| CLI (one process per command) | {clife:.2} | {:.1} | {ccp:.1} | {:.2} |\n",
+        clife * 13.0,
+        clife * 13.0 / ccp
+    );
 }

@@ -360,6 +360,19 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// RUN_INVALID_TRANSITION for `run start`: the session already has a
+    /// running run (at most one per session, SPEC §2 Run).
+    #[error(
+        "cannot start run {id}: session {session_id} already has running run {running_run_id}"
+    )]
+    RunAlreadyRunning {
+        /// The pending run that was to start.
+        id: String,
+        /// Its session.
+        session_id: String,
+        /// The session's running run.
+        running_run_id: String,
+    },
 }
 
 /// Shorthand for `std::result::Result<T, logbook::Error>`.
@@ -389,6 +402,7 @@ impl Error {
             Error::CheckpointNotFound { .. } => ErrorCode::CheckpointNotFound,
             Error::LeaseNotFound { .. } => ErrorCode::LeaseNotFound,
             Error::Internal { .. } => ErrorCode::Internal,
+            Error::RunAlreadyRunning { .. } => ErrorCode::RunInvalidTransition,
         }
     }
 
@@ -463,6 +477,17 @@ impl Error {
             Error::CheckpointNotFound { id, seq } => json!({"session_id": id, "seq": seq}),
             Error::LeaseNotFound { id } => json!({"session_id": id}),
             Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
+            Error::RunAlreadyRunning {
+                id,
+                session_id,
+                running_run_id,
+            } => json!({
+                "run_id": id,
+                "status": "pending",
+                "verb": "start",
+                "session_id": session_id,
+                "running_run_id": running_run_id,
+            }),
         }
     }
 

@@ -43,8 +43,10 @@ pub use ledger::{
     Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,
     SessionView, StageAction, StageRequest, VerifyReport,
 };
+pub use ledger::{CreateRun, RecordUsage, RunUsageDelta, SetBudget};
 pub use ledger::{ForkRequest, GateList, Lease, LockRequest, SessionTree, SnapshotList};
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
+pub use model::{Budget, OnExceed, Run, RunError, RunId, RunStatus, RunUsage};
 pub use model::{Gate, GateKind, GateStatus};
 pub use store::SyncMode;
 pub use transfer::{ExportFormat, ExportReport, ImportFormat, ImportReport, Rejection};

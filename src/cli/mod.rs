@@ -4,10 +4,12 @@
 //! method and hands the result to the printer. Behaviour lives in the library.
 
 mod admin;
+mod budget;
 mod exit;
 mod gate;
 mod output;
 mod render;
+mod run;
 mod session;
 mod sql;
 mod timeline;
@@ -168,6 +170,9 @@ enum Command {
         after_help = "Example:\n  logbook import --format jsonl backup.jsonl\n  logbook import --format amber ~/project --json"
     )]
     Import(transfer::ImportArgs),
+    /// Create, change and read runs: executions inside a session
+    #[command(subcommand)]
+    Run(run::RunCommand),
 }
 
 fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
@@ -214,6 +219,7 @@ pub fn main() -> ExitCode {
         Command::Gate(cmd) => gate::run(cmd, &cli.global, &out).map(|()| None),
         Command::Export(args) => transfer::export(args, &cli.global, &out).map(|()| None),
         Command::Import(args) => transfer::import(args, &cli.global, &out),
+        Command::Run(cmd) => run::run(cmd, &cli.global, &out).map(|()| None),
     };
     let code = match result {
         Ok(None) => ExitCode::SUCCESS,

@@ -97,6 +97,33 @@ pub enum SessionCommand {
     Stage(StageArgs),
     #[command(flatten)]
     Workflow(super::workflow::WorkflowCommand),
+    /// Set, check or reset a session's budget (tokens = input + output)
+    ///
+    /// With limits or --on-exceed: sets them (event budget_set; fields not
+    /// given keep their value; a new budget's policy is pause). With
+    /// --check, or no flags: prints the budget, usage since its last reset,
+    /// what remains and whether it is exceeded (read-only). With --reset:
+    /// the budget counts from now (event budget_reset; the session's usage
+    /// sums stay). The write that takes usage over a limit appends
+    /// budget_exceeded once and applies the policy: pause (an active
+    /// session), fail, or warn. Errors: INVALID_ARGUMENT,
+    /// SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION (terminal),
+    /// SESSION_CONFLICT, STORE_BUSY.
+    #[command(
+        after_help = "Example:\n  logbook session budget ses_1a2b3c4d5e6f7081 --max-tokens 100000 --on-exceed pause\n  logbook session budget ses_1a2b3c4d5e6f7081 --check"
+    )]
+    Budget(super::budget::BudgetArgs),
+    /// Add usage to a live session: tokens, API calls, duration
+    ///
+    /// Each amount is an integer from 0 to 2^53-1; a total that would pass
+    /// 2^53-1 is refused (INVALID_ARGUMENT) and nothing is recorded. Event
+    /// usage_recorded; a budget crossed by this write applies its policy.
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND,
+    /// SESSION_INVALID_TRANSITION (terminal), SESSION_CONFLICT, STORE_BUSY.
+    #[command(
+        after_help = "Example:\n  logbook session usage ses_1a2b3c4d5e6f7081 --input-tokens 1200 --output-tokens 300 --api-calls 1"
+    )]
+    Usage(super::budget::UsageArgs),
 }
 
 #[derive(Debug, Args)]
@@ -339,6 +366,14 @@ pub struct EventArgs {
 
 /// Reads a JSON flag: inline text, `@PATH`, or `@-` for stdin.
 pub(super) fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde_json::Value>> {
+    json_flag_text(field, value)?
+        .map(|text| json_object(field, &text))
+        .transpose()
+}
+
+/// The text of a JSON flag (inline, `@PATH`, or `@-`), unparsed; at most
+/// 16 MiB.
+pub(super) fn json_flag_text(field: &str, value: Option<&str>) -> Result<Option<String>> {
     let Some(v) = value else { return Ok(None) };
     let text = match v.strip_prefix('@') {
         None => v.to_owned(),
@@ -369,7 +404,7 @@ pub(super) fn json_flag(field: &str, value: Option<&str>) -> Result<Option<serde
             buf
         }
     };
-    json_object(field, &text).map(Some)
+    Ok(Some(text))
 }
 
 pub(super) fn print_session(out: &Printer, s: &Session) {
@@ -467,6 +502,8 @@ pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
             Ok(())
         }
         SessionCommand::Workflow(c) => super::workflow::run(c, g, out),
+        SessionCommand::Budget(a) => super::budget::budget(a, g, out),
+        SessionCommand::Usage(a) => super::budget::usage(a, g, out),
     }
 }
 

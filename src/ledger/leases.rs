@@ -252,6 +252,7 @@ fn append_lease_event(
     ev::insert_event(
         tx,
         &NewEvent {
+            run_id: None,
             session_id: id,
             event_type: event_type.as_str(),
             actor_type: ledger.opts.actor,

@@ -7,11 +7,13 @@
 //! file at once (SPEC §6).
 
 mod admin;
+mod budgets;
 mod chain;
 mod feed;
 mod gates;
 mod leases;
 mod query;
+mod runs;
 mod sessions;
 mod snapshots;
 mod stages;
@@ -19,8 +21,10 @@ mod transfer;
 mod tree;
 
 pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
+pub use budgets::{RecordUsage, SetBudget};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
+pub use runs::{CreateRun, RunUsageDelta, RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};
 pub use stages::{StageAction, StageRequest, ATTEMPT_MAX};
 
 pub use gates::GateList;

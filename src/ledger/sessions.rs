@@ -513,6 +513,7 @@ impl Ledger {
                     detail: Some("session created"),
                     data: None,
                     idempotency: key,
+                    run_id: None,
                 },
             )
             .map_err(db)?;
@@ -633,6 +634,7 @@ impl Ledger {
                 detail,
                 data,
                 idempotency: m.idempotency_key.as_deref().zip(dg),
+                run_id: None,
             },
         )
         .map_err(db)?;

@@ -410,6 +410,7 @@ impl Ledger {
         ev::insert_event(
             tx,
             &NewEvent {
+                run_id: None,
                 session_id: &child,
                 event_type: EventType::Created.as_str(),
                 actor_type: actor,
@@ -430,6 +431,7 @@ impl Ledger {
         ev::insert_event(
             tx,
             &NewEvent {
+                run_id: None,
                 session_id: &child,
                 event_type: EventType::Forked.as_str(),
                 actor_type: actor,

@@ -39,6 +39,15 @@ fn parse_prefixed(s: &str, prefix: &str, expected: &'static str) -> Result<Strin
     }
 }
 
+/// Parses `prefix` + 16 lowercase hex digits (shared by the id newtypes).
+pub(crate) fn parse_prefixed_id(
+    s: &str,
+    prefix: &str,
+    expected: &'static str,
+) -> Result<String, IdError> {
+    parse_prefixed(s, prefix, expected)
+}
+
 impl SessionId {
     /// The id prefix.
     pub const PREFIX: &'static str = "ses_";

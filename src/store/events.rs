@@ -72,6 +72,9 @@ pub struct NewEvent<'a> {
     pub data: Option<&'a str>,
     /// Idempotency key and request digest.
     pub idempotency: Option<(&'a str, &'a str)>,
+    /// The run the event belongs to (`run_*` events), else `None`; hashed
+    /// into the chain.
+    pub run_id: Option<&'a str>,
 }
 
 /// Appends an event; returns its `(event_id, seq)`.
@@ -93,7 +96,7 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
             actor_type: actor.as_bytes(),
             detail: e.detail.map(str::as_bytes),
             data: e.data.map(str::as_bytes),
-            run_id: None,
+            run_id: e.run_id.map(str::as_bytes),
         },
     );
     conn.prepare_cached(INSERT_EVENT)?.execute(params![
@@ -104,7 +107,7 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
         actor,
         e.detail,
         e.data,
-        Option::<&str>::None,
+        e.run_id,
         &prev[..],
         &hash[..],
     ])?;

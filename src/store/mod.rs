@@ -5,6 +5,7 @@
 //! transaction and call these helpers.
 
 pub mod admin;
+pub mod budgets;
 pub mod busy;
 pub mod chain;
 pub mod codec;
@@ -14,6 +15,7 @@ pub mod list;
 pub mod migrate;
 pub mod open;
 pub mod query;
+pub mod runs;
 pub mod sessions;
 pub mod transfer;
 pub mod tx;

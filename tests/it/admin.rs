@@ -47,7 +47,11 @@ fn doctor_passes_a_healthy_database() {
             d["sessions"].as_i64(),
             d["events"].as_i64()
         ),
-        (Some(4), Some(1), Some(2))
+        (
+            Some(logbook::store::migrate::LATEST_VERSION),
+            Some(1),
+            Some(2)
+        )
     );
     assert_eq!(d["page_size"], 4096);
     let r = env.run(&["doctor"]);

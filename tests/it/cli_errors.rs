@@ -281,7 +281,10 @@ fn newer_schema_exit_6_untouched() {
     let before = std::fs::read(env.path()).unwrap();
     let err = assert_error(&env.json(&["session", "list"]), "STORE_VERSION_TOO_NEW", 6);
     assert_eq!(err["details"]["found"], 99);
-    assert_eq!(err["details"]["supported"], 4);
+    assert_eq!(
+        err["details"]["supported"],
+        logbook::store::migrate::LATEST_VERSION
+    );
     assert_eq!(std::fs::read(env.path()).unwrap(), before);
     let history: i64 = env
         .sql()
@@ -289,7 +292,7 @@ fn newer_schema_exit_6_untouched() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(history, 3);
+    assert_eq!(history, logbook::store::migrate::LATEST_VERSION);
 }
 
 #[test]

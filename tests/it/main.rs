@@ -3,6 +3,7 @@
 //! same files with plain SQLite to check what is stored.
 
 mod admin;
+mod budgets;
 mod cases;
 mod chain;
 mod cli_errors;
@@ -18,6 +19,7 @@ mod leases;
 mod library;
 mod readonly;
 mod resolve;
+mod runs;
 mod schema;
 mod snapshots;
 mod stages;

@@ -12,9 +12,12 @@ fn write_path_page_budget() {
     let dir = tempfile::tempdir().unwrap();
     let p = crate::walcount::measure(&dir.path().join("w.db"), 10_000, 200, 1_000);
     println!("{p:?}");
-    assert!(p.checkpoint <= 5.5, "{p:?}");
+    // Session ids are random, so where rows land (and so how often a page
+    // splits) varies by about ±0.1 between runs; the hash chain's 64 bytes
+    // per event added about 0.05. The guard sits above that spread.
+    assert!(p.checkpoint <= 5.75, "{p:?}");
     assert!(
-        p.checkpoint_wide <= 5.5,
+        p.checkpoint_wide <= 5.0,
         "a 64 KiB context must not be rewritten by a checkpoint: {p:?}"
     );
     assert!(p.create <= 15.0, "{p:?}");
