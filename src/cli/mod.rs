@@ -5,6 +5,7 @@
 
 mod admin;
 mod exit;
+mod mcp;
 mod output;
 mod render;
 mod session;
@@ -110,6 +111,9 @@ enum Command {
     /// at the copy, or moving it into place while no logbook runs.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
+    /// Serve the session tools to an MCP client over stdio
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Opens the ledger with the CLI's actor and the global flags over the
@@ -132,13 +136,16 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e, json),
     };
-    let out = output::Printer::new(cli.global.json);
+    // `mcp serve` owns stdout for protocol messages: its errors go to stderr.
+    let mcp = matches!(cli.command, Command::Mcp(_));
+    let out = output::Printer::new(cli.global.json && !mcp);
     let result = match &cli.command {
         Command::Session(cmd) => session::run(cmd, &cli.global, &out),
         Command::Verify(args) => timeline::verify(args, &cli.global, &out),
         Command::Events(args) => timeline::events(args, &cli.global, &out),
         Command::Doctor => admin::doctor(&cli.global, &out),
         Command::Backup(args) => admin::backup(args, &cli.global, &out),
+        Command::Mcp(cmd) => mcp::run(cmd, &cli.global),
     };
     let code = match result {
         Ok(()) => ExitCode::SUCCESS,

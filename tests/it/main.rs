@@ -14,6 +14,7 @@ mod feed;
 mod hardening;
 mod helper;
 mod library;
+mod mcp;
 mod resolve;
 mod schema;
 mod stages;
