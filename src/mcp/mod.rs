@@ -231,13 +231,13 @@ impl McpServer {
         Ok(result)
     }
 
-    /// Serves MCP on stdin/stdout until stdin closes, on a current-thread
-    /// tokio runtime. stdout carries only protocol messages; this function
-    /// prints nothing else anywhere.
+    /// Serves MCP on stdin/stdout until stdin closes (also before any
+    /// handshake: `Ok`), on a current-thread tokio runtime. stdout carries
+    /// only protocol messages; this function prints nothing else anywhere.
     ///
     /// # Errors
-    /// INTERNAL when the runtime cannot start or the transport fails before
-    /// the handshake completes.
+    /// INTERNAL when the runtime cannot start, the handshake fails other
+    /// than by stdin closing, or the service ends in an error.
     pub fn run_stdio(self) -> Result<()> {
         use rmcp::ServiceExt;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -245,10 +245,14 @@ impl McpServer {
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
         rt.block_on(async move {
-            let service = self
-                .serve(rmcp::transport::stdio_pipes())
-                .await
-                .map_err(|e| Error::internal(format!("the MCP handshake failed: {e}")))?;
+            let service = match self.serve(rmcp::transport::stdio_pipes()).await {
+                Ok(service) => service,
+                // stdin closed before the handshake: nothing to serve.
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+                Err(e) => {
+                    return Err(Error::internal(format!("the MCP handshake failed: {e}")));
+                }
+            };
             service
                 .waiting()
                 .await

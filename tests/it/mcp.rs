@@ -830,3 +830,19 @@ fn two_servers_and_the_cli_append_gap_free_across_a_kill_c10() {
         .unwrap();
     assert_eq!(mcp, 40);
 }
+
+#[test]
+fn stdin_closed_before_the_handshake_exits_zero_with_empty_stdout() {
+    let env = TestEnv::new();
+    let o = server_command(&env, &env.db, &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+}
