@@ -34,7 +34,7 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs,mcp runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if run("cli") {
@@ -67,7 +67,13 @@ fn main() {
     if run("runs") {
         runs_section(dir.path());
     }
+    if run("mcp") {
+        mcp::section(dir.path());
+    }
 }
+
+#[path = "report/mcp.rs"]
+mod mcp;
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

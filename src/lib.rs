@@ -29,6 +29,7 @@ pub mod chain;
 pub mod clock;
 pub mod error;
 pub mod ledger;
+pub mod mcp;
 pub mod model;
 pub mod redact;
 pub mod resolve;

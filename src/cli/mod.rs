@@ -7,6 +7,7 @@ mod admin;
 mod budget;
 mod exit;
 mod gate;
+mod mcp;
 mod output;
 mod render;
 mod run;
@@ -173,6 +174,9 @@ enum Command {
     /// Create, change and read runs: executions inside a session
     #[command(subcommand)]
     Run(run::RunCommand),
+    /// Serve the session tools to an MCP client over stdio
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
@@ -207,7 +211,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e, json),
     };
-    let out = output::Printer::new(cli.global.json);
+    // `mcp serve` owns stdout for protocol messages: its errors go to stderr.
+    let mcp = matches!(cli.command, Command::Mcp(_));
+    let out = output::Printer::new(cli.global.json && !mcp);
     let result = match &cli.command {
         Command::Session(cmd) => session::run(cmd, &cli.global, &out).map(|()| None),
         Command::Verify(args) => timeline::verify(args, &cli.global, &out).map(|()| None),
@@ -220,6 +226,7 @@ pub fn main() -> ExitCode {
         Command::Export(args) => transfer::export(args, &cli.global, &out).map(|()| None),
         Command::Import(args) => transfer::import(args, &cli.global, &out),
         Command::Run(cmd) => run::run(cmd, &cli.global, &out).map(|()| None),
+        Command::Mcp(cmd) => mcp::run(cmd, &cli.global).map(|()| None),
     };
     let code = match result {
         Ok(None) => ExitCode::SUCCESS,

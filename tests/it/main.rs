@@ -17,6 +17,7 @@ mod hardening;
 mod helper;
 mod leases;
 mod library;
+mod mcp;
 mod readonly;
 mod resolve;
 mod runs;

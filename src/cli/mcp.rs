@@ -1,0 +1,48 @@
+//! `logbook mcp serve`: the MCP server over stdio (issue 5 §4). The server
+//! itself is the library's `logbook::mcp`; this only builds its options
+//! and reports a database that cannot be opened on stderr.
+
+use super::output::write_stderr;
+use super::GlobalArgs;
+use clap::Subcommand;
+use logbook::mcp::McpServer;
+use logbook::{LedgerOptions, Result};
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve the session tools over MCP on stdin/stdout until stdin closes
+    ///
+    /// Tools: logbook_session_create, logbook_session_show,
+    /// logbook_session_list, logbook_session_checkpoint,
+    /// logbook_session_complete, logbook_session_fail and the read-only
+    /// logbook_events. Changes are recorded with actor `mcp`; cancel and
+    /// --if-rev stay CLI-only. stdout carries only MCP messages; diagnostics
+    /// go to stderr. A tool error carries the SPEC §3 code. If the database
+    /// cannot be opened at start, the reason is printed on stderr and each
+    /// call tries again, returning the error as its tool error. Exits 0 when
+    /// stdin closes.
+    #[command(
+        after_help = "Example (an MCP client's config):\n  {\"mcpServers\": {\"logbook\": {\"command\": \"logbook\", \"args\": [\"mcp\", \"serve\"]}}}"
+    )]
+    Serve,
+}
+
+pub fn run(cmd: &McpCommand, g: &GlobalArgs) -> Result<()> {
+    match cmd {
+        McpCommand::Serve => {
+            let mut opts = LedgerOptions::from_env()?;
+            opts.path = Some(logbook::ledger::resolve_path(g.db.as_deref())?);
+            if let Some(ms) = g.busy_timeout_ms {
+                opts.busy_timeout_ms = ms;
+            }
+            let server = McpServer::new(opts);
+            if let Err(e) = server.open_now() {
+                write_stderr(&format!(
+                    "logbook mcp serve: error[{}]: {e}\nlogbook mcp serve: serving anyway; each tool call retries the open\n",
+                    e.code()
+                ));
+            }
+            server.run_stdio()
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! `logbook mcp serve`: the Model Context Protocol adapter over [`Ledger`]
+//! (issue 5 §4; Phelix seed, "MCP tools"), built on the official Rust SDK
+//! (`rmcp`).
+//!
+//! It holds no SQL and no rules: each tool checks the JSON type of its
+//! arguments against its declared fields ([`args`]), calls one `Ledger`
+//! method, and returns what that returned. Everything else — caps,
+//! characters, redaction, the state machine, idempotency keys — is the
+//! library's, exactly as for the CLI.
+//!
+//! # Wire format
+//!
+//! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
+//!   `_checkpoint`, `_complete`, `_fail`, and the read-only `logbook_events`.
+//!   Each has a closed JSON schema (`additionalProperties: false`).
+//! - Success: a result with one text block holding the JSON the CLI prints
+//!   under `--json` in `data` (keys in the CLI's order), and the same value
+//!   as `structuredContent`.
+//! - Failure: `isError: true`, a text block and `structuredContent` holding
+//!   `{"code","message","retryable","details"}` — the CLI envelope's `error`
+//!   (SPEC §3 codes). Messages never echo a rejected value.
+//! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
+//!   with the same object as its `data`.
+//! - The actor of every change is `mcp`, set here and never read from input;
+//!   `actor`, `if_rev` and every other undeclared field are INVALID_ARGUMENT.
+//!
+//! # Retries
+//!
+//! A mutation given an `idempotency_key` applies once however often it is
+//! sent (SPEC §5). Without one, a `tools/call` whose JSON-RPC request id was
+//! already answered in this connection (MCP forbids reusing an id, so a
+//! repeat is a client's retry) returns the first reply again and applies
+//! nothing (CASES C28 (c)); the same id with other arguments is
+//! INVALID_ARGUMENT. The server remembers its last [`REPLAY_CAPACITY`]
+//! successful mutations for this.
+//!
+//! # Database
+//!
+//! The `Ledger` is opened when the server starts; if that fails, each call
+//! tries again and reports the open error as its tool error. One `Ledger`
+//! sits behind a `std::sync::Mutex`, locked only for the length of one
+//! synchronous library call (never across an `.await`). Between calls it
+//! holds no transaction, so the WAL can always checkpoint (CASES C14).
+
+pub mod args;
+pub mod tools;
+
+use crate::error::{Error, Result};
+use crate::ledger::{Ledger, LedgerOptions};
+use crate::model::ActorType;
+use args::Args;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, RequestId, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::ErrorData as McpError;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tools::ToolSpec;
+
+/// How many successful mutations the server remembers by request id, to
+/// answer a repeated `tools/call` without applying it again: 1024.
+pub const REPLAY_CAPACITY: usize = 1024;
+
+/// A tool error's body: the CLI envelope's `error` (SPEC §3, §5).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolError {
+    /// The stable code, e.g. `"SESSION_NOT_FOUND"`.
+    pub code: &'static str,
+    /// A lowercase message naming the field and the rule, never the value.
+    pub message: String,
+    /// Whether the same call may succeed if sent again.
+    pub retryable: bool,
+    /// The error's structured fields (e.g. `field`, `reason`, `id`).
+    pub details: Value,
+}
+
+impl From<&Error> for ToolError {
+    fn from(e: &Error) -> Self {
+        let code = e.code();
+        ToolError {
+            code: code.as_str(),
+            message: e.to_string(),
+            retryable: code.retryable(),
+            details: e.details(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Replay {
+    id: String,
+    fingerprint: String,
+    result: CallToolResult,
+}
+
+/// The MCP server: the tool table over one lazily (re)opened [`Ledger`].
+///
+/// Serve it on stdio with [`McpServer::run_stdio`], or on any rmcp transport
+/// with `rmcp::ServiceExt::serve`.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opts: LedgerOptions,
+    ledger: Mutex<Option<Ledger>>,
+    replays: Mutex<VecDeque<Replay>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a library call cannot leave a transaction open (the
+    // transaction guards roll back on drop); go on with the handle.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl McpServer {
+    /// A server over the database `opts` names. The actor is forced to
+    /// `mcp`, whatever `opts.actor` says. Nothing is opened yet.
+    pub fn new(mut opts: LedgerOptions) -> Self {
+        opts.actor = ActorType::Mcp;
+        McpServer {
+            inner: Arc::new(Inner {
+                opts,
+                ledger: Mutex::new(None),
+                replays: Mutex::new(VecDeque::new()),
+            }),
+        }
+    }
+
+    /// Opens the database now, if it is not open yet.
+    ///
+    /// # Errors
+    /// What [`Ledger::open`] returns: STORE_IO, STORE_CORRUPT,
+    /// STORE_VERSION_TOO_NEW, STORE_BUSY, INVALID_ARGUMENT.
+    pub fn open_now(&self) -> Result<()> {
+        let mut guard = lock(&self.inner.ledger);
+        if guard.is_none() {
+            *guard = Some(Ledger::open(self.inner.opts.clone())?);
+        }
+        Ok(())
+    }
+
+    /// The tools `tools/list` returns, in table order.
+    pub fn tools() -> Vec<Tool> {
+        tools::TOOLS.iter().map(tool).collect()
+    }
+
+    /// Runs one tool call synchronously and returns its MCP result:
+    /// `isError: false` with the `data` JSON, or `isError: true` with a
+    /// [`ToolError`].
+    ///
+    /// # Errors
+    /// A JSON-RPC invalid-params error for a tool name that is not in the
+    /// table.
+    pub fn call(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> std::result::Result<CallToolResult, McpError> {
+        let Some(spec) = tools::find(name) else {
+            let e = Error::invalid("name", "no tool has this name; see tools/list");
+            return Err(McpError::invalid_params(
+                "unknown tool",
+                serde_json::to_value(ToolError::from(&e)).ok(),
+            ));
+        };
+        Ok(match self.run(spec, arguments) {
+            Ok(data) => success(data),
+            Err(e) => failure(&e),
+        })
+    }
+
+    fn run(&self, spec: &ToolSpec, arguments: Option<Map<String, Value>>) -> Result<String> {
+        let args = Args::check(spec.fields, arguments)?;
+        let mut guard = lock(&self.inner.ledger);
+        let ledger = match guard.take() {
+            Some(l) => l,
+            None => Ledger::open(self.inner.opts.clone())?,
+        };
+        let out = (spec.run)(&ledger, &args);
+        *guard = Some(ledger);
+        out
+    }
+
+    /// [`McpServer::call`], answering a repeated request id of a mutation
+    /// from memory (see the module docs, "Retries").
+    fn call_once(
+        &self,
+        id: &RequestId,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> std::result::Result<CallToolResult, McpError> {
+        let mutates = tools::find(name).is_some_and(|t| !t.read_only);
+        if !mutates {
+            return self.call(name, arguments);
+        }
+        let id = serde_json::to_string(id).unwrap_or_default();
+        let fingerprint = format!(
+            "{name}\n{}",
+            serde_json::to_string(&arguments).unwrap_or_default()
+        );
+        if let Some(r) = lock(&self.inner.replays).iter().find(|r| r.id == id) {
+            return Ok(if r.fingerprint == fingerprint {
+                r.result.clone()
+            } else {
+                failure(&Error::invalid(
+                    "request_id",
+                    "this JSON-RPC request id was already used for another call in this connection",
+                ))
+            });
+        }
+        let result = self.call(name, arguments)?;
+        if result.is_error != Some(true) {
+            let mut replays = lock(&self.inner.replays);
+            if replays.len() >= REPLAY_CAPACITY {
+                replays.pop_front();
+            }
+            replays.push_back(Replay {
+                id,
+                fingerprint,
+                result: result.clone(),
+            });
+        }
+        Ok(result)
+    }
+
+    /// Serves MCP on stdin/stdout until stdin closes (also before any
+    /// handshake: `Ok`), on a current-thread tokio runtime. stdout carries
+    /// only protocol messages; this function prints nothing else anywhere.
+    ///
+    /// # Errors
+    /// INTERNAL when the runtime cannot start, the handshake fails other
+    /// than by stdin closing, or the service ends in an error.
+    pub fn run_stdio(self) -> Result<()> {
+        use rmcp::ServiceExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+        rt.block_on(async move {
+            let service = match self.serve(rmcp::transport::stdio_pipes()).await {
+                Ok(service) => service,
+                // stdin closed before the handshake: nothing to serve.
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+                Err(e) => {
+                    return Err(Error::internal(format!("the MCP handshake failed: {e}")));
+                }
+            };
+            service
+                .waiting()
+                .await
+                .map_err(|e| Error::internal(format!("the MCP service failed: {e}")))?;
+            Ok(())
+        })
+    }
+}
+
+fn tool(spec: &ToolSpec) -> Tool {
+    let annotations = ToolAnnotations::with_title(spec.title)
+        .read_only(spec.read_only)
+        .destructive(false)
+        .idempotent(spec.read_only)
+        .open_world(false);
+    Tool::new(
+        spec.name,
+        spec.description,
+        Arc::new(args::input_schema(spec.fields)),
+    )
+    .with_title(spec.title)
+    .with_annotations(annotations)
+}
+
+fn success(data: String) -> CallToolResult {
+    let mut r = CallToolResult::success(Vec::new());
+    r.structured_content = serde_json::from_str(&data).ok();
+    r.content = vec![ContentBlock::text(data)];
+    r
+}
+
+fn failure(e: &Error) -> CallToolResult {
+    let body = ToolError::from(e);
+    let text = serde_json::to_string(&body).unwrap_or_else(|_| {
+        format!(
+            r#"{{"code":"{}","message":"","retryable":false,"details":{{}}}}"#,
+            body.code
+        )
+    });
+    let mut r = CallToolResult::error(Vec::new());
+    r.structured_content = serde_json::to_value(&body).ok();
+    r.content = vec![ContentBlock::text(text)];
+    r
+}
+
+impl rmcp::ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "logbook records agent work sessions. Create a session, checkpoint its steps, \
+                 then complete or fail it. Tool errors carry a stable `code` (SPEC §3).",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(Self::tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::find(name).map(tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, McpError> {
+        self.call_once(&context.id, &request.name, request.arguments)
+            .map(CallToolResponse::from)
+    }
+}

@@ -1,0 +1,848 @@
+//! `logbook mcp serve` end to end (issue 5 §4): the real binary as a child
+//! process, driven by rmcp's own client (and, where the test needs exact
+//! control of the wire, by raw JSON-RPC lines), with every effect checked
+//! in the DB through plain SQLite.
+
+use crate::common::{bin, TestEnv};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+type Client = RunningService<RoleClient, ()>;
+
+const TOOLS: [&str; 7] = [
+    "logbook_session_create",
+    "logbook_session_show",
+    "logbook_session_list",
+    "logbook_session_checkpoint",
+    "logbook_session_complete",
+    "logbook_session_fail",
+    "logbook_events",
+];
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// `logbook mcp serve --db <env.db>` with a cleared environment, stderr
+/// into `<dir>/stderr.log`.
+fn server_command(env: &TestEnv, db: &std::path::Path, vars: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.dir.path())
+        .env("TZ", "UTC")
+        .arg("--db")
+        .arg(db)
+        .args(["mcp", "serve"]);
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c
+}
+
+fn stderr_path(env: &TestEnv) -> std::path::PathBuf {
+    env.dir.path().join("stderr.log")
+}
+
+async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
+    let cmd = tokio::process::Command::from(server_command(env, &env.db, vars));
+    let log = std::fs::File::create(stderr_path(env)).expect("stderr log");
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(log)
+        .spawn()
+        .expect("spawn logbook mcp serve");
+    ().serve(transport).await.expect("MCP handshake")
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let params = CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(args.as_object().cloned().expect("arguments are an object"));
+    client.call_tool(params).await.expect("tools/call reply")
+}
+
+fn text(r: &CallToolResult) -> String {
+    assert_eq!(r.content.len(), 1, "one content block: {r:?}");
+    r.content[0]
+        .as_text()
+        .map(|t| t.text.clone())
+        .expect("a text block")
+}
+
+/// The `data` of a successful call (checks text and structuredContent agree).
+#[track_caller]
+fn ok(r: &CallToolResult) -> Value {
+    assert_eq!(r.is_error, Some(false), "expected success: {}", text(r));
+    let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
+    assert_eq!(r.structured_content.as_ref(), Some(&v));
+    v
+}
+
+/// The error body of a failed call; asserts its code and retryable flag.
+#[track_caller]
+fn err(r: &CallToolResult, code: &str) -> Value {
+    assert_eq!(r.is_error, Some(true), "expected an error: {}", text(r));
+    let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
+    assert_eq!(r.structured_content.as_ref(), Some(&v));
+    assert_eq!(v["code"], code, "{v}");
+    let retryable = matches!(code, "STORE_BUSY" | "SESSION_CONFLICT" | "LEASE_HELD");
+    assert_eq!(v["retryable"], retryable, "{v}");
+    assert!(v["message"].is_string() && v["details"].is_object(), "{v}");
+    v
+}
+
+/// (sessions, events, idempotency keys): the whole DB's row counts.
+fn counts(env: &TestEnv) -> (i64, i64, i64) {
+    let c = env.sql();
+    let n = |t: &str| -> i64 {
+        c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    (n("sessions"), n("events"), n("idempotency_keys"))
+}
+
+#[test]
+fn tools_list_returns_the_seven_tools_with_closed_schemas() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let tools = client.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, TOOLS);
+        let required = |name: &str| -> Value {
+            let t = tools.iter().find(|t| t.name == name).unwrap();
+            let s = t.schema_as_json_value();
+            assert_eq!(s["type"], "object");
+            assert_eq!(s["additionalProperties"], false, "{name} is closed");
+            assert!(s["properties"].get("actor").is_none());
+            assert!(s["properties"].get("if_rev").is_none());
+            s["required"].clone()
+        };
+        assert_eq!(required("logbook_session_create"), json!(["title"]));
+        assert_eq!(required("logbook_session_show"), json!(["session_id"]));
+        assert_eq!(required("logbook_session_list"), json!([]));
+        assert_eq!(
+            required("logbook_session_checkpoint"),
+            json!(["session_id"])
+        );
+        assert_eq!(
+            required("logbook_session_complete"),
+            json!(["session_id", "result"])
+        );
+        assert_eq!(
+            required("logbook_session_fail"),
+            json!(["session_id", "reason"])
+        );
+        assert_eq!(required("logbook_events"), json!([]));
+        let ro: Vec<bool> = tools
+            .iter()
+            .map(|t| t.annotations.as_ref().unwrap().read_only_hint == Some(true))
+            .collect();
+        assert_eq!(ro, [false, true, true, false, false, false, true]);
+        let create = tools[0].schema_as_json_value();
+        for f in ["idempotency_key", "tags", "context", "pending", "parent"] {
+            assert!(create["properties"].get(f).is_some(), "create has {f}");
+        }
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
+    let env = TestEnv::new();
+    let (id, shown) = rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let s = ok(&call(
+            &client,
+            "logbook_session_create",
+            json!({"title": "ship billing v3", "app": "billing", "tags": ["deploy", "deploy", "v3"],
+                   "context": {"ticket": "B-42"}, "goal": null}),
+        )
+        .await);
+        assert_eq!(
+            (s["status"].as_str(), s["rev"].as_i64()),
+            (Some("active"), Some(1))
+        );
+        assert_eq!(s["actor"]["type"], "mcp");
+        assert_eq!(s["tags"], json!(["deploy", "v3"]));
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let s = ok(&call(
+            &client,
+            "logbook_session_checkpoint",
+            json!({"session_id": id, "step": "deploy", "note": "canary at 10%",
+                   "plan_ids": ["pln_1"], "deployment_ids": ["dep-9"]}),
+        )
+        .await);
+        assert_eq!(s["rev"], 2);
+        assert_eq!(s["checkpoint"]["step"], "deploy");
+        assert_eq!(s["plan_ids"], json!(["pln_1"]));
+        let s = ok(&call(
+            &client,
+            "logbook_session_complete",
+            json!({"session_id": id, "result": "shipped v3 to 100%"}),
+        )
+        .await);
+        assert_eq!(
+            (s["status"].as_str(), s["rev"].as_i64()),
+            (Some("completed"), Some(3))
+        );
+        let list = ok(&call(
+            &client,
+            "logbook_session_list",
+            json!({"status": ["completed"], "app": "billing"}),
+        )
+        .await);
+        assert_eq!(list["sessions"][0]["session_id"], id.as_str());
+        assert_eq!(list["next_cursor"], Value::Null);
+        let feed = ok(&call(
+            &client,
+            "logbook_events",
+            json!({"after": 0, "sessions": [id], "limit": 2}),
+        )
+        .await);
+        let types: Vec<&str> = feed["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["created", "checkpoint"]);
+        let more = ok(&call(
+            &client,
+            "logbook_events",
+            json!({"after": feed["next_cursor"]}),
+        )
+        .await);
+        assert_eq!(more["events"][0]["type"], "completed");
+        let shown = text(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
+        client.cancel().await.unwrap();
+        (id, shown)
+    });
+    // The show tool's text is byte-for-byte the CLI's `--json` data.
+    let cli = env.json(&["session", "show", &id]);
+    let envelope = format!("{{\"ok\":true,\"data\":{shown}}}");
+    assert_eq!(cli.stdout.trim(), envelope);
+    let c = env.sql();
+    let actor: String = c
+        .query_row(
+            "SELECT actor_type FROM sessions WHERE session_id=?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(actor, "mcp");
+    let rows: Vec<(i64, String, String)> = c
+        .prepare("SELECT seq, type, actor_type FROM events WHERE session_id=?1 ORDER BY seq")
+        .unwrap()
+        .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want = [(0, "created"), (1, "checkpoint"), (2, "completed")];
+    assert_eq!(rows.len(), 3);
+    for ((seq, ty, actor), (ws, wt)) in rows.iter().zip(want) {
+        assert_eq!((*seq, ty.as_str(), actor.as_str()), (ws, wt, "mcp"));
+    }
+}
+
+#[test]
+fn each_error_class_has_its_exact_code_and_changes_nothing() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let done = ok(&call(&client, "logbook_session_create", json!({"title": "done"})).await);
+        let done_id = done["session_id"].as_str().unwrap().to_owned();
+        ok(&call(
+            &client,
+            "logbook_session_complete",
+            json!({"session_id": done_id, "result": "r"}),
+        )
+        .await);
+        let before = counts(&env);
+        let show_before = env.show(&id);
+
+        let cases: Vec<(&str, Value, &str, &str)> = vec![
+            (
+                "logbook_session_show",
+                json!({"session_id": "ses_xyz"}),
+                "INVALID_ARGUMENT",
+                "session_id",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": "SES_0000000000000000", "step": "s"}),
+                "INVALID_ARGUMENT",
+                "session_id",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "a".repeat(201)}),
+                "INVALID_ARGUMENT",
+                "title",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": id, "note": "n".repeat(4097)}),
+                "INVALID_ARGUMENT",
+                "note",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "t", "colour": "red"}),
+                "INVALID_ARGUMENT",
+                "colour",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": id, "step": "s", "if_rev": 1}),
+                "INVALID_ARGUMENT",
+                "if_rev",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": 5}),
+                "INVALID_ARGUMENT",
+                "title",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "t", "tags": "deploy"}),
+                "INVALID_ARGUMENT",
+                "tags",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "t", "context": "[1]"}),
+                "INVALID_ARGUMENT",
+                "context",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "a\u{0}b"}),
+                "INVALID_ARGUMENT",
+                "title",
+            ),
+            (
+                "logbook_session_create",
+                json!({}),
+                "INVALID_ARGUMENT",
+                "title",
+            ),
+            (
+                "logbook_session_list",
+                json!({"limit": 0}),
+                "INVALID_ARGUMENT",
+                "limit",
+            ),
+            (
+                "logbook_session_list",
+                json!({"limit": "ten"}),
+                "INVALID_ARGUMENT",
+                "limit",
+            ),
+            (
+                "logbook_session_list",
+                json!({"status": ["done"]}),
+                "INVALID_ARGUMENT",
+                "status",
+            ),
+            (
+                "logbook_session_list",
+                json!({"since": "2030-01-01T00:00:00"}),
+                "INVALID_ARGUMENT",
+                "since",
+            ),
+            (
+                "logbook_events",
+                json!({"after": "-1"}),
+                "INVALID_ARGUMENT",
+                "after",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": id}),
+                "INVALID_ARGUMENT",
+                "checkpoint",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": "ses_0000000000000000", "step": "s"}),
+                "SESSION_NOT_FOUND",
+                "",
+            ),
+            (
+                "logbook_session_create",
+                json!({"title": "t", "parent": "ses_0000000000000000"}),
+                "SESSION_NOT_FOUND",
+                "",
+            ),
+            (
+                "logbook_session_complete",
+                json!({"session_id": done_id, "result": "again"}),
+                "SESSION_INVALID_TRANSITION",
+                "",
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": done_id, "step": "late"}),
+                "SESSION_INVALID_TRANSITION",
+                "",
+            ),
+            (
+                "logbook_session_fail",
+                json!({"session_id": done_id, "reason": "late"}),
+                "SESSION_INVALID_TRANSITION",
+                "",
+            ),
+        ];
+        for (tool, args, code, field) in cases {
+            let e = err(&call(&client, tool, args.clone()).await, code);
+            if !field.is_empty() && field != "checkpoint" {
+                assert_eq!(e["details"]["field"], field, "{tool} {args}: {e}");
+            }
+            if code == "SESSION_INVALID_TRANSITION" {
+                assert_eq!(e["details"]["status"], "completed", "{e}");
+            }
+            assert_eq!(counts(&env), before, "{tool} {args} changed the DB");
+        }
+        assert_eq!(env.show(&id), show_before);
+        // An unknown tool is a protocol error, as MCP specifies.
+        let r = client
+            .call_tool(CallToolRequestParams::new("logbook_session_cancel"))
+            .await;
+        let Err(rmcp::ServiceError::McpError(e)) = r else {
+            panic!("expected a JSON-RPC error, got {r:?}")
+        };
+        assert_eq!(e.code.0, -32602);
+        assert_eq!(e.data.unwrap()["code"], "INVALID_ARGUMENT");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn store_busy_while_another_connection_holds_the_write_lock() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[("LOGBOOK_BUSY_TIMEOUT_MS", "200")]).await;
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let before = counts(&env);
+        let holder = env.sql();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let t0 = std::time::Instant::now();
+        let args = json!({"session_id": id, "step": "s"});
+        let e = err(
+            &call(&client, "logbook_session_checkpoint", args.clone()).await,
+            "STORE_BUSY",
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(3));
+        assert_eq!(e["details"]["busy_timeout_ms"], 200, "{e}");
+        holder.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(counts(&env), before);
+        // The same call succeeds once the lock is gone (retryable).
+        assert_eq!(
+            ok(&call(&client, "logbook_session_checkpoint", args).await)["rev"],
+            2
+        );
+        client.cancel().await.unwrap();
+    });
+}
+
+const SK: &str = "sk-EXAMPLE0000EXAMPLE0000";
+const GHP: &str = "ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000";
+
+#[test]
+fn secrets_are_redacted_in_the_db_and_never_echoed_in_errors() {
+    let env = TestEnv::new();
+    let mut replies = String::new();
+    let id = rt().block_on(async {
+        let client = connect(&env, &[("RUST_LOG", "trace")]).await;
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let s = ok(&call(
+            &client,
+            "logbook_session_checkpoint",
+            json!({"session_id": id, "step": "s", "note": format!("pushed with {GHP}")}),
+        )
+        .await);
+        assert_eq!(s["checkpoint"]["note"], "pushed with [REDACTED]");
+        let failures = [
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": id, "note": format!("{}{SK}", "a".repeat(4097 - SK.len()))}),
+            ),
+            (
+                "logbook_session_checkpoint",
+                json!({"session_id": "ses_0000000000000000", "note": GHP}),
+            ),
+            ("logbook_session_list", json!({"limit": SK})),
+            ("logbook_session_list", json!({"cursor": GHP})),
+            ("logbook_session_create", json!({"title": "t", GHP: 1})),
+            ("logbook_session_show", json!({"session_id": SK})),
+            ("logbook_events", json!({"after": GHP})),
+        ];
+        for (tool, args) in failures {
+            let r = call(&client, tool, args).await;
+            assert_eq!(r.is_error, Some(true));
+            replies.push_str(&text(&r));
+        }
+        client.cancel().await.unwrap();
+        id
+    });
+    for secret in [SK, GHP] {
+        assert!(
+            !replies.contains(secret),
+            "an error echoed a secret: {replies}"
+        );
+        let stderr = std::fs::read_to_string(stderr_path(&env)).unwrap();
+        assert!(!stderr.contains(secret), "stderr holds a secret");
+        for suffix in ["", "-wal"] {
+            let mut p = env.db.clone().into_os_string();
+            p.push(suffix);
+            if let Ok(bytes) = std::fs::read(&p) {
+                let hay = String::from_utf8_lossy(&bytes);
+                assert!(!hay.contains(secret), "{suffix} file holds a secret");
+            }
+        }
+    }
+    let note: String = env
+        .sql()
+        .query_row(
+            "SELECT detail FROM events WHERE session_id=?1 AND type='checkpoint'",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(note, "pushed with [REDACTED]");
+}
+
+#[test]
+fn an_actor_in_the_input_is_refused_and_never_recorded() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let e = err(
+            &call(
+                &client,
+                "logbook_session_create",
+                json!({"title": "t", "actor": {"type": "cli", "id": "root"}}),
+            )
+            .await,
+            "INVALID_ARGUMENT",
+        );
+        assert_eq!(e["details"]["field"], "actor");
+        assert_eq!(counts(&env).0, 0);
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        err(
+            &call(
+                &client,
+                "logbook_session_complete",
+                json!({"session_id": id, "result": "r", "actor_type": "cli"}),
+            )
+            .await,
+            "INVALID_ARGUMENT",
+        );
+        client.cancel().await.unwrap();
+    });
+    let c = env.sql();
+    let other: i64 = c
+        .query_row(
+            "SELECT (SELECT count(*) FROM sessions WHERE actor_type<>'mcp') + (SELECT count(*) FROM events WHERE actor_type<>'mcp')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(other, 0);
+}
+
+#[test]
+fn an_idempotency_key_retry_applies_once() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let create = json!({"title": "t", "idempotency_key": "create-1"});
+        let a = ok(&call(&client, "logbook_session_create", create.clone()).await);
+        let b = ok(&call(&client, "logbook_session_create", create).await);
+        assert_eq!(a, b);
+        let id = a["session_id"].as_str().unwrap().to_owned();
+        let args = json!({"session_id": id, "step": "s1", "idempotency_key": "k-1"});
+        let first = ok(&call(&client, "logbook_session_checkpoint", args.clone()).await);
+        let again = ok(&call(&client, "logbook_session_checkpoint", args).await);
+        assert_eq!(first, again);
+        assert_eq!(again["rev"], 2);
+        let other = json!({"session_id": id, "step": "s2", "idempotency_key": "k-1"});
+        err(
+            &call(&client, "logbook_session_checkpoint", other).await,
+            "INVALID_ARGUMENT",
+        );
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(counts(&env).0, 1);
+    assert_eq!(counts(&env).1, 2, "created + one checkpoint");
+}
+
+#[test]
+fn an_idle_server_holds_no_read_transaction_c14() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        for i in 0..50 {
+            ok(&call(
+                &client,
+                "logbook_session_checkpoint",
+                json!({"session_id": id, "step": format!("s{i}")}),
+            )
+            .await);
+        }
+        ok(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
+        ok(&call(&client, "logbook_session_list", json!({})).await);
+        // The server now idles between calls, its process alive.
+        let c = env.sql();
+        let (busy, log, done): (i64, i64, i64) = c
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(
+            (busy, log, done),
+            (0, 0, 0),
+            "TRUNCATE checkpoint went through"
+        );
+        let mut wal = env.db.clone().into_os_string();
+        wal.push("-wal");
+        assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+        // And the server still works afterwards.
+        ok(&call(
+            &client,
+            "logbook_session_checkpoint",
+            json!({"session_id": id, "step": "after"}),
+        )
+        .await);
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A raw stdio session: sends `lines` (after the handshake), closes stdin,
+/// and returns (stdout lines, stderr, exit code).
+fn raw_session(env: &TestEnv, db: &std::path::Path, lines: &[Value]) -> (Vec<Value>, String, i32) {
+    let mut child = server_command(env, db, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw-test", "version": "0"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let mut out = Vec::new();
+    let mut reader = stdout.lines();
+    writeln!(stdin, "{init}").unwrap();
+    let reply = reader.next().unwrap().unwrap();
+    out.push(serde_json::from_str::<Value>(&reply).expect("stdout line is JSON"));
+    writeln!(stdin, "{initialized}").unwrap();
+    // One request at a time, each answered before the next is sent.
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+        let reply = reader.next().unwrap().unwrap();
+        out.push(serde_json::from_str::<Value>(&reply).expect("stdout line is JSON"));
+    }
+    drop(stdin);
+    for rest in reader {
+        out.push(serde_json::from_str::<Value>(&rest.unwrap()).expect("stdout line is JSON"));
+    }
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    for v in &out {
+        assert_eq!(v["jsonrpc"], "2.0", "stdout holds only JSON-RPC: {v}");
+    }
+    (out, stderr, status.code().unwrap_or(-1))
+}
+
+fn tools_call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+}
+
+fn reply_body(v: &Value) -> Value {
+    serde_json::from_str(v["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn stdout_is_only_protocol_and_a_bad_db_is_a_stderr_diagnostic_then_a_tool_error() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let db = file.join("ledger.db");
+    let (out, stderr, code) = raw_session(
+        &env,
+        &db,
+        &[tools_call(
+            1,
+            "logbook_session_create",
+            json!({"title": "t"}),
+        )],
+    );
+    assert_eq!(code, 0, "exits 0 when stdin closes; stderr: {stderr}");
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[1]["id"], 1);
+    assert_eq!(out[1]["result"]["isError"], true);
+    assert_eq!(reply_body(&out[1])["code"], "STORE_IO");
+    assert!(stderr.contains("error[STORE_IO]"), "{stderr}");
+}
+
+#[test]
+fn the_same_request_id_twice_applies_once_c28() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let step = tools_call(
+        7,
+        "logbook_session_checkpoint",
+        json!({"session_id": id, "step": "s1"}),
+    );
+    let other = tools_call(
+        7,
+        "logbook_session_checkpoint",
+        json!({"session_id": id, "step": "s2"}),
+    );
+    let (out, stderr, code) = raw_session(&env, &env.db, &[step.clone(), step, other]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(out[1], out[2], "the repeat gets the first reply");
+    assert_eq!(reply_body(&out[1])["rev"], 2);
+    assert_eq!(out[3]["result"]["isError"], true);
+    assert_eq!(reply_body(&out[3])["code"], "INVALID_ARGUMENT");
+    assert_eq!(reply_body(&out[3])["details"]["field"], "request_id");
+    assert_eq!(counts(&env).1, 2, "created + one checkpoint");
+}
+
+#[test]
+fn a_failed_write_leaves_no_lock_and_no_partial_change_c03() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    env.sql()
+        .execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON events WHEN instr(coalesce(NEW.detail,'')||coalesce(NEW.data,''),'BOOM') BEGIN SELECT RAISE(ABORT,'boom'); END;",
+        )
+        .unwrap();
+    let before = env.show(&id);
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let r = call(
+            &client,
+            "logbook_session_checkpoint",
+            json!({"session_id": id, "step": "s", "note": "BOOM"}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        assert_eq!(env.show(&id), before);
+        // Another writer gets the lock at once while the server stays up.
+        let other = env.sql();
+        other.busy_timeout(std::time::Duration::ZERO).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").unwrap();
+        assert_eq!(env.json(&["session", "create", "--title", "x"]).code, 0);
+        let s = ok(&call(
+            &client,
+            "logbook_session_checkpoint",
+            json!({"session_id": id, "step": "s2"}),
+        )
+        .await);
+        assert_eq!(s["rev"], 2);
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn two_servers_and_the_cli_append_gap_free_across_a_kill_c10() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let cli_loop = |tag: &'static str| {
+        let db = env.db.clone();
+        let home = env.dir.path().to_path_buf();
+        let id = id.clone();
+        std::thread::spawn(move || {
+            for i in 0..20 {
+                let o = Command::new(bin())
+                    .env_clear()
+                    .env("HOME", &home)
+                    .args(["--db"])
+                    .arg(&db)
+                    .args([
+                        "session",
+                        "checkpoint",
+                        &id,
+                        "--step",
+                        &format!("{tag}{i}"),
+                        "--json",
+                    ])
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+            }
+        })
+    };
+    for round in ["a", "b"] {
+        let cli = cli_loop(if round == "a" { "c" } else { "d" });
+        rt().block_on(async {
+            let client = connect(&env, &[]).await;
+            for i in 0..20 {
+                ok(&call(
+                    &client,
+                    "logbook_session_checkpoint",
+                    json!({"session_id": id, "step": format!("{round}{i}")}),
+                )
+                .await);
+            }
+            // Dropping the transport kills the server process (kill, not a clean close).
+            drop(client);
+        });
+        cli.join().unwrap();
+    }
+    let c = env.sql();
+    let (n, lo, hi): (i64, i64, i64) = c
+        .query_row(
+            "SELECT count(*), min(seq), max(seq) FROM events WHERE session_id=?1",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((n, lo, hi), (81, 0, 80));
+    let mcp: i64 = c
+        .query_row(
+            "SELECT count(*) FROM events WHERE session_id=?1 AND actor_type='mcp'",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(mcp, 40);
+}
+
+#[test]
+fn stdin_closed_before_the_handshake_exits_zero_with_empty_stdout() {
+    let env = TestEnv::new();
+    let o = server_command(&env, &env.db, &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+}
