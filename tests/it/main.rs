@@ -26,5 +26,6 @@ mod snapshots;
 mod stages;
 mod transfer;
 mod tree;
+mod views;
 mod walcount;
 mod write_path;

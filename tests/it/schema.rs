@@ -145,7 +145,7 @@ fn schema_declares_unique_session_seq_and_strict_tables() {
         .query_row("SELECT \"unique\" FROM pragma_index_list('events') WHERE name = 'events_by_session_seq'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(uniq, 1);
-    let mut st = c.prepare("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' AND name <> 'refinery_schema_history' ORDER BY name").unwrap();
+    let mut st = c.prepare("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'refinery_schema_history' ORDER BY name").unwrap();
     let tables: Vec<(String, i64)> = st
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
