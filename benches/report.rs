@@ -34,7 +34,7 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs,mcp runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs,mcp,dashboard runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if run("cli") {
@@ -66,6 +66,9 @@ fn main() {
     }
     if run("runs") {
         runs_section(dir.path());
+    }
+    if run("dashboard") {
+        dashboard_section(dir.path());
     }
     if run("mcp") {
         mcp::section(dir.path());
@@ -477,7 +480,7 @@ fn generate(path: &Path, n: i64) {
     c.execute_batch(
         "INSERT INTO session_data (insert_seq, session_id) SELECT insert_seq, session_id FROM sessions;
          INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) SELECT 't', created_at_ms, insert_seq, session_id FROM sessions WHERE tags <> '[]';
-         INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail) SELECT session_id, 0, 'created', created_at_ms, 'lib', 'session created' FROM sessions;
+         INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, prev_hash, hash) SELECT session_id, 0, 'created', created_at_ms, 'lib', 'session created', zeroblob(32), randomblob(32) FROM sessions;
          COMMIT; PRAGMA wal_checkpoint(TRUNCATE);",
     )
     .unwrap();
@@ -1184,4 +1187,93 @@ fn runs_section(dir: &Path) {
         clife * 13.0,
         clife * 13.0 / ccp
     );
+}
+
+// ------------------------------------------------------------- dashboard
+
+/// `v_sessions` dashboard queries from a plain SQLite connection (as a
+/// dashboard reads the file), on the generated 1,000,000 sessions: idle,
+/// then while 8 writer processes commit checkpoints.
+fn dashboard_section(dir: &Path) {
+    let n: i64 = std::env::var("LOGBOOK_BENCH_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let db = dir.join("dashboard.db");
+    generate(&db, n);
+    let ids: Vec<String> = {
+        let c = Connection::open(&db).unwrap();
+        let mut st = c
+            .prepare("SELECT session_id FROM sessions WHERE status = 'active' ORDER BY insert_seq DESC LIMIT 8")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let queries = [
+        ("active, most recently updated first", "SELECT session_id, title, app, updated_at, last_event_type, event_count, total_tokens FROM v_sessions WHERE +status = 'active' ORDER BY updated_at_ms DESC, insert_seq DESC LIMIT 20"),
+        ("status + app, newest created first", "SELECT session_id, title, updated_at, last_event_type, event_count FROM v_sessions WHERE status = 'active' AND app = 'app1' ORDER BY created_at_ms DESC, insert_seq DESC LIMIT 20"),
+    ];
+    let reader =
+        Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    reader.busy_timeout(Duration::from_secs(5)).unwrap();
+    let time_one = |q: &str| -> f64 {
+        let t = Instant::now();
+        let mut st = reader.prepare_cached(q).unwrap();
+        let rows = st.query_map([], |_| Ok(())).unwrap().count();
+        assert_eq!(rows, 20);
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let mut idle: Vec<Vec<f64>> = queries
+        .iter()
+        .map(|(_, q)| (0..500).map(|_| time_one(q)).collect())
+        .collect();
+    // Now with 8 writer processes committing as fast as they can.
+    let start_at = wall_ns() / 1_000_000 + 1000;
+    let children: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--writer",
+                    db.to_str().unwrap(),
+                    id,
+                    "3000",
+                    &start_at.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    while wall_ns() / 1_000_000 < start_at + 100 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut busy: Vec<Vec<f64>> = vec![Vec::new(); queries.len()];
+    for _ in 0..500 {
+        for (i, (_, q)) in queries.iter().enumerate() {
+            busy[i].push(time_one(q));
+        }
+    }
+    let mut commits = 0usize;
+    let mut errors = 0usize;
+    for c in children {
+        let out = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+        let f: Vec<&str> = out.split_whitespace().collect();
+        commits += 3000;
+        errors += f[4].parse::<usize>().unwrap();
+    }
+    println!("## Dashboard queries on `v_sessions`, {n} sessions, beside 8 writers\n");
+    println!("A plain read-only SQLite connection runs each query 500 times idle, then 500 times while 8 writer processes commit {commits} checkpoints (synchronous=NORMAL; {errors} writer errors).\n");
+    println!("| query | idle p50 | idle p99 | with writers p50 | with writers p99 | p99 ratio |\n|---|---|---|---|---|---|");
+    for (i, (name, _)) in queries.iter().enumerate() {
+        let (ip50, ip99) = (pct(&mut idle[i], 0.5), pct(&mut idle[i], 0.99));
+        let (bp50, bp99) = (pct(&mut busy[i], 0.5), pct(&mut busy[i], 0.99));
+        println!(
+            "| {name} | {ip50:.3} ms | {ip99:.3} ms | {bp50:.3} ms | {bp99:.3} ms | {:.2} |",
+            bp99 / ip99
+        );
+    }
+    println!();
 }
