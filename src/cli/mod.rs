@@ -75,7 +75,10 @@ fn parse_timeout(s: &str) -> Result<u64, String> {
 #[allow(clippy::large_enum_variant)]
 enum Command {
     /// Create, change and read sessions
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  logbook session create --title \"fix login bug\" --app web\n  logbook session list --status active"
+    )]
     Session(session::SessionCommand),
     /// Recompute every session's event hash chain and report the first break
     ///
@@ -143,7 +146,10 @@ enum Command {
     /// approved at once; `user-approval` and `step-confirm` gates pause the
     /// session until approved (it resumes) or rejected (it fails, or is
     /// cancelled with --abort).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  logbook gate open ses_1a2b3c4d5e6f7081 --gate deploy --kind user-approval\n  logbook gate approve ses_1a2b3c4d5e6f7081 --gate deploy"
+    )]
     Gate(gate::GateCommand),
     /// Export sessions with all their events (jsonl or a Phelix folder)
     ///
@@ -172,10 +178,16 @@ enum Command {
     )]
     Import(transfer::ImportArgs),
     /// Create, change and read runs: executions inside a session
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  logbook run create ses_1a2b3c4d5e6f7081 --input '{\"prompt\":\"fix it\"}'\n  logbook run start run_0123456789abcdef"
+    )]
     Run(run::RunCommand),
     /// Serve the session tools to an MCP client over stdio
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  logbook mcp serve --db ~/.local/share/logbook/logbook.db"
+    )]
     Mcp(mcp::McpCommand),
 }
 

@@ -205,3 +205,47 @@ fn completions_print_a_script_for_each_shell() {
     // Nothing was created for a command that needs no database.
     assert!(!env.path().exists());
 }
+
+/// Every command and command group's `--help` ends with an example
+/// (issue 5 §5). Walks the tree from `logbook --help`.
+#[test]
+fn every_help_text_has_an_example() {
+    let env = TestEnv::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let r = env.run(&args);
+        assert_eq!(r.code, 0, "{path:?}");
+        assert!(
+            r.stdout.contains("Example"),
+            "`logbook {}` has no example",
+            path.join(" ")
+        );
+        seen += 1;
+        let mut in_commands = false;
+        for line in r.stdout.lines() {
+            if line.starts_with("Commands:") {
+                in_commands = true;
+                continue;
+            }
+            if in_commands {
+                // A command line: two spaces, the name, then its summary.
+                let Some(rest) = line.strip_prefix("  ") else {
+                    break;
+                };
+                if rest.starts_with(' ') {
+                    continue; // a wrapped summary
+                }
+                let name = rest.split_whitespace().next().unwrap_or_default();
+                if !name.is_empty() && name != "help" {
+                    let mut next = path.clone();
+                    next.push(name.to_owned());
+                    todo.push(next);
+                }
+            }
+        }
+    }
+    assert!(seen > 40, "walked only {seen} help texts");
+}
