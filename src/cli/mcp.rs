@@ -10,13 +10,15 @@ use logbook::{LedgerOptions, Result};
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    /// Serve the session tools over MCP on stdin/stdout until stdin closes
+    /// Serve the session and run tools over MCP on stdin/stdout until stdin closes
     ///
     /// Tools: logbook_session_create, logbook_session_show,
     /// logbook_session_list, logbook_session_checkpoint,
-    /// logbook_session_complete, logbook_session_fail and the read-only
-    /// logbook_events. Changes are recorded with actor `mcp`; cancel and
-    /// --if-rev stay CLI-only. stdout carries only MCP messages; diagnostics
+    /// logbook_session_complete, logbook_session_fail, the read-only
+    /// logbook_events, and the run tools logbook_run_create, _start, _usage,
+    /// _turn, _complete, _fail, _cancel, _timeout and the read-only _show,
+    /// _list, _active. Changes are recorded with actor `mcp`; session
+    /// cancel and --if-rev stay CLI-only. stdout carries only MCP messages; diagnostics
     /// go to stderr. A tool error carries the SPEC §3 code. If the database
     /// cannot be opened at start, the reason is printed on stderr and each
     /// call tries again, returning the error as its tool error. Exits 0 when

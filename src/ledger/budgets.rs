@@ -361,6 +361,10 @@ impl Ledger {
             _ => None,
         };
         if let Some(t) = follow {
+            if t == "failed" {
+                // The session has ended: no run stays pending or running.
+                super::run_end::cancel_open_runs(tx, actor, id, t, self.now_ms())?;
+            }
             push_event(tx, actor, id, t, Some(&c.reason), None, None, None)?;
         }
         Ok(())

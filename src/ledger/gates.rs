@@ -308,6 +308,10 @@ impl Ledger {
             if !conditional_update(tx, sql, id, now, stored, m.if_rev)? {
                 return Err(diagnose(tx, id, verb, m.if_rev)?);
             }
+            if let Some(ended) = outcome {
+                // A rejection ends the session: its open runs end first.
+                super::run_end::cancel_open_runs(tx, self.opts.actor, id, ended, now)?;
+            }
             let data = data_text(&GateData {
                 gate: name,
                 kind: &g.kind,

@@ -13,6 +13,7 @@ mod feed;
 mod gates;
 mod leases;
 mod query;
+mod run_end;
 mod runs;
 mod sessions;
 mod snapshots;
@@ -24,6 +25,7 @@ pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
 pub use budgets::{RecordUsage, SetBudget};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
+pub use run_end::SESSION_ENDED;
 pub use runs::{CreateRun, RunUsageDelta, RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};
 pub use stages::{StageAction, StageRequest, ATTEMPT_MAX};
 

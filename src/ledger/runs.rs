@@ -21,7 +21,9 @@
 //! sums), and one `run_*` event carrying `run_id` on the session's
 //! timeline (so the hash chain covers it). Runs exist only in live
 //! sessions: any run verb on a completed, failed or cancelled session is
-//! SESSION_INVALID_TRANSITION, and its runs stay as they were.
+//! SESSION_INVALID_TRANSITION. A session that ends cancels its pending and
+//! running runs in the same transaction (`ledger::run_end`), so no run is
+//! left unfinished in a frozen session.
 
 use super::budgets::{add_total, add_usage, apply_usage, check_count, db, live_state, push_event};
 use super::sessions::{key_digest, parse_session_id, validate_key, VerbDigest};
@@ -406,6 +408,9 @@ impl Ledger {
             if let Some(r) = replay_run(tx, &sid, m, dg.as_deref())? {
                 return Ok(r);
             }
+            // A terminal session first: its runs, all ended with it (see
+            // `run_end`), are refused as SESSION_INVALID_TRANSITION.
+            let st = live_state(tx, &sid, "change a run of", None)?;
             if verb.apply(run.status).is_none() {
                 return Err(Error::RunInvalidTransition {
                     id: run_id.to_owned(),
@@ -422,7 +427,9 @@ impl Ledger {
                     });
                 }
             }
-            let st = live_state(tx, &sid, "change a run of", m.if_rev)?;
+            if m.if_rev.is_some() {
+                live_state(tx, &sid, "change a run of", m.if_rev)?;
+            }
             let at = now.max(st.updated_at_ms);
             let mut turn_data = None;
             let n = match &args {

@@ -598,6 +598,16 @@ impl Ledger {
             if !conditional_update(tx, sql, id, now, stored.as_deref(), m.if_rev)? {
                 return Err(diagnose(tx, id, verb, m.if_rev)?);
             }
+            let ended = match verb {
+                Verb::Complete => Some("completed"),
+                Verb::Fail => Some("failed"),
+                Verb::Cancel => Some("cancelled"),
+                _ => None,
+            };
+            if let Some(ended) = ended {
+                // Before the terminal event, so that event stays last.
+                super::run_end::cancel_open_runs(tx, self.opts.actor, id, ended, now)?;
+            }
             self.append(
                 tx,
                 id,
@@ -667,6 +677,9 @@ impl Ledger {
     }
 
     /// active → completed with `result` (1–4096 characters); event `completed`.
+    /// Pending and running runs of the session are cancelled first, each with
+    /// a `run_cancelled` event (error `SESSION_ENDED`; see [`crate::ledger::SESSION_ENDED`]);
+    /// rev + 1 for the whole change.
     ///
     /// # Errors
     /// As [`Ledger::start`].
@@ -675,6 +688,7 @@ impl Ledger {
     }
 
     /// pending | active | paused → failed with `reason`; event `failed`.
+    /// Open runs end as for [`Ledger::complete`].
     ///
     /// # Errors
     /// As [`Ledger::start`].
@@ -683,6 +697,7 @@ impl Ledger {
     }
 
     /// pending | active | paused → cancelled with `reason`; event `cancelled`.
+    /// Open runs end as for [`Ledger::complete`].
     ///
     /// # Errors
     /// As [`Ledger::start`].

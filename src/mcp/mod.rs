@@ -11,11 +11,16 @@
 //! # Wire format
 //!
 //! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
-//!   `_checkpoint`, `_complete`, `_fail`, and the read-only `logbook_events`.
+//!   `_checkpoint`, `_complete`, `_fail`, the read-only `logbook_events`,
+//!   and the run tools ([`runs`]): `logbook_run_create`, `_start`, `_usage`,
+//!   `_turn`, `_complete`, `_fail`, `_cancel`, `_timeout`, and the
+//!   read-only `_show`, `_list`, `_active`.
 //!   Each has a closed JSON schema (`additionalProperties: false`).
 //! - Success: a result with one text block holding the JSON the CLI prints
 //!   under `--json` in `data` (keys in the CLI's order), and the same value
-//!   as `structuredContent`.
+//!   as `structuredContent` — wrapped in an object where the CLI's `data`
+//!   is not one (`logbook_run_list`: `{"runs"}`, `logbook_run_active`:
+//!   `{"run"}`).
 //! - Failure: `isError: true`, a text block and `structuredContent` holding
 //!   `{"code","message","retryable","details"}` — the CLI envelope's `error`
 //!   (SPEC §3 codes). Messages never echo a rejected value.
@@ -43,6 +48,7 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+pub mod runs;
 pub mod tools;
 
 use crate::error::{Error, Result};

@@ -1,13 +1,14 @@
 //! The MCP tool table: one [`ToolSpec`] per tool — name, description, input
 //! fields, read-only flag and the one `Ledger` call it makes.
 //!
-//! Adding a tool (e.g. the run tools of a later issue) is one entry in
-//! [`TOOLS`] plus its small `run` function. Inputs mirror the CLI's flags;
+//! Adding a tool is one entry in [`TOOLS`] plus its small `run` function;
+//! the run tools live in [`super::runs`] and are listed here. Inputs mirror the CLI's flags;
 //! the output is the JSON the CLI prints under `--json` in `data`
 //! (SPEC §5): a mutation returns the whole session after the change.
-//! Cancel and `--if-rev` are CLI-only (Phelix seed, "MCP tools").
+//! Session cancel and `--if-rev` are CLI-only (Phelix seed, "MCP tools").
 
 use super::args::{Args, Field, Kind};
+use super::runs;
 use crate::clock::parse_time;
 use crate::error::{Error, Result};
 use crate::ledger::{CheckpointRequest, CreateSession, FeedQuery, Ledger, ListSessions, Mutation};
@@ -205,6 +206,17 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         run: events,
     },
+    runs::CREATE,
+    runs::START,
+    runs::USAGE,
+    runs::TURN,
+    runs::COMPLETE,
+    runs::FAIL,
+    runs::CANCEL,
+    runs::TIMEOUT,
+    runs::SHOW,
+    runs::LIST,
+    runs::ACTIVE,
 ];
 
 /// The tool called `name`, if any.
@@ -212,11 +224,11 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-fn to_json<T: Serialize>(value: &T) -> Result<String> {
+pub(super) fn to_json<T: Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::internal(format!("cannot serialize: {e}")))
 }
 
-fn mutation(a: &Args) -> Mutation {
+pub(super) fn mutation(a: &Args) -> Mutation {
     Mutation {
         if_rev: None,
         idempotency_key: a.text("idempotency_key"),

@@ -73,6 +73,19 @@ pub const UPDATE_RUN_CANCEL: &str = "UPDATE runs SET status = 'cancelled', ended
 pub const UPDATE_RUN_TIMEOUT: &str = "UPDATE runs SET status = 'timeout', ended_at_ms = ?2, \
      updated_at_ms = ?2 WHERE run_id = ?1 AND (status = 'pending' OR status = 'running')";
 
+/// The pending and running runs of a session (sorted by insert_seq in
+/// Rust): the runs a session's end cancels.
+pub const SELECT_OPEN_RUNS_OF_SESSION: &str = "SELECT run_id, insert_seq FROM runs \
+     WHERE session_id = ?1 AND (status = 'pending' OR status = 'running')";
+
+/// pending | running → cancelled because the run's session ended. ?1 run_id,
+/// ?2 at ms, ?3 error code, ?4 error message. `ended_at_ms` never goes below
+/// the run's own latest change.
+pub const UPDATE_RUN_SESSION_ENDED: &str = "UPDATE runs SET status = 'cancelled', \
+     error_code = ?3, error_message = ?4, ended_at_ms = max(updated_at_ms, ?2), \
+     updated_at_ms = max(updated_at_ms, ?2) \
+     WHERE run_id = ?1 AND (status = 'pending' OR status = 'running')";
+
 /// The digest and run of the event an idempotency key produced on a session.
 pub const SELECT_KEY_RUN: &str = "SELECT k.request_digest, e.run_id FROM idempotency_keys k \
      JOIN events e ON e.event_id = k.event_id WHERE k.key_sha256 = ?1 AND k.session_id = ?2";
@@ -91,6 +104,8 @@ pub const ALL: &[&str] = &[
     UPDATE_RUN_CANCEL,
     UPDATE_RUN_TIMEOUT,
     SELECT_KEY_RUN,
+    SELECT_OPEN_RUNS_OF_SESSION,
+    UPDATE_RUN_SESSION_ENDED,
 ];
 
 /// Maps a row of `run_columns!`; returns the run and its insert_seq.
@@ -152,6 +167,16 @@ pub fn select_runs(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<
         .collect::<rusqlite::Result<_>>()?;
     rows.sort_by_key(|(_, seq)| *seq);
     Ok(rows.into_iter().map(|(r, _)| r).collect())
+}
+
+/// The ids of a session's pending and running runs, in creation order.
+pub fn select_open_run_ids(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare_cached(SELECT_OPEN_RUNS_OF_SESSION)?;
+    let mut rows: Vec<(i64, String)> = st
+        .query_map(params![session_id], |r| Ok((r.get(1)?, text(r, 0)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.sort_unstable();
+    Ok(rows.into_iter().map(|(_, id)| id).collect())
 }
 
 /// Inserts a pending run.

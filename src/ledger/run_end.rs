@@ -1,0 +1,76 @@
+//! No stranded runs: when a session ends, its unfinished runs end with it.
+//!
+//! A terminal session is frozen, so a run left `pending` or `running` in it
+//! could never change again. In the same transaction that ends the session
+//! (`complete`, `fail`, `cancel`, a gate rejection, a budget whose policy is
+//! `fail`), every pending or running run of that session becomes
+//! `cancelled`: `ended_at_ms` set, error `{code: "SESSION_ENDED", message:
+//! "the session was completed"}` (or `failed`, `cancelled`), and one
+//! `run_cancelled` event per run carrying its `run_id` (detail: the
+//! message; data: `{"code": "SESSION_ENDED"}`), in the runs' creation
+//! order, appended BEFORE the session's own terminal event, so that event
+//! stays the last of the timeline. The session's rev goes up by 1 for the
+//! whole change (one mutation), however many runs it cancels.
+
+use super::budgets::{db, push_event};
+use crate::error::{Error, Result};
+use crate::model::ActorType;
+use crate::store::runs as sr;
+use rusqlite::{params, Connection};
+use serde::Serialize;
+
+/// The error code of a run cancelled because its session ended.
+pub const SESSION_ENDED: &str = "SESSION_ENDED";
+
+#[derive(Serialize)]
+struct CodeData {
+    code: &'static str,
+}
+
+/// Cancels every pending or running run of `session_id`, which is ending
+/// as `ended` (`"completed"`, `"failed"` or `"cancelled"`): one conditional
+/// UPDATE and one `run_cancelled` event per run (module docs). Call it in
+/// the session's ending transaction, after its UPDATE and before its
+/// terminal event. Returns how many runs it cancelled.
+///
+/// # Errors
+/// INTERNAL if a run read under the write lock changed; the store's errors.
+pub(super) fn cancel_open_runs(
+    tx: &Connection,
+    actor: ActorType,
+    session_id: &str,
+    ended: &str,
+    at_ms: i64,
+) -> Result<usize> {
+    let ids = sr::select_open_run_ids(tx, session_id).map_err(db)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let message = format!("the session was {ended}");
+    let data = serde_json::to_string(&CodeData {
+        code: SESSION_ENDED,
+    })
+    .map_err(|e| Error::internal(format!("cannot encode event data: {e}")))?;
+    let mut update = tx
+        .prepare_cached(sr::UPDATE_RUN_SESSION_ENDED)
+        .map_err(db)?;
+    for id in &ids {
+        let n = update
+            .execute(params![id, at_ms, SESSION_ENDED, message])
+            .map_err(db)?;
+        if n != 1 {
+            return Err(Error::internal("a run read under the write lock changed"));
+        }
+        push_event(
+            tx,
+            actor,
+            session_id,
+            "run_cancelled",
+            Some(&message),
+            Some(&data),
+            Some(id),
+            None,
+        )?;
+    }
+    Ok(ids.len())
+}
