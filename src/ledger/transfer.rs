@@ -13,7 +13,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::Session;
 use crate::store::sessions as ss;
-use crate::store::transfer::{self as st, StoredEvent, StoredRef};
+use crate::store::transfer::{self as st, StoredEvent, StoredRef, WorkflowRows};
 use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, PrivateFile, Source};
 use crate::transfer::{
     jsonl, phelix, Bad, ExportFormat, ExportReport, ImportFormat, ImportReport, Rejection,
@@ -34,11 +34,18 @@ fn write_err(e: io::Error) -> Error {
     }
 }
 
-/// One whole stored session: the session, its checkpoint seq, references
-/// and events.
-type Full = (Session, Option<i64>, Vec<StoredRef>, Vec<StoredEvent>);
+/// One whole stored session: the session, its checkpoint seq, references,
+/// events, and its runs, budget, snapshots and gates (read for jsonl only;
+/// empty for Phelix, whose schema has no place for them).
+type Full = (
+    Session,
+    Option<i64>,
+    Vec<StoredRef>,
+    Vec<StoredEvent>,
+    WorkflowRows,
+);
 
-fn read_full(conn: &Connection, id: &str) -> Result<Option<Full>> {
+fn read_full(conn: &Connection, id: &str, workflow: bool) -> Result<Option<Full>> {
     let found = conn
         .prepare_cached(ss::SELECT_SESSION)
         .and_then(|mut s| s.query_row(params![id], ss::map_session).optional())
@@ -49,7 +56,12 @@ fn read_full(conn: &Connection, id: &str) -> Result<Option<Full>> {
     ss::complete_session(conn, &mut session, insert_seq, checkpoint_seq).map_err(db)?;
     let refs = st::select_refs(conn, id).map_err(db)?;
     let events = st::select_events_full(conn, id).map_err(db)?;
-    Ok(Some((session, checkpoint_seq, refs, events)))
+    let w = if workflow {
+        st::select_workflow(conn, id).map_err(db)?
+    } else {
+        WorkflowRows::default()
+    };
+    Ok(Some((session, checkpoint_seq, refs, events, w)))
 }
 
 /// A session met before its parent: retried after the rest of the input.
@@ -88,7 +100,12 @@ impl Ledger {
 
     /// Walks the chosen sessions (all when `ids` is empty) in id order in
     /// one read snapshot, calling `f` with each whole session.
-    fn walk_export(&self, ids: &[String], mut f: impl FnMut(&Full) -> Result<()>) -> Result<()> {
+    fn walk_export(
+        &self,
+        ids: &[String],
+        workflow: bool,
+        mut f: impl FnMut(&Full) -> Result<()>,
+    ) -> Result<()> {
         let mut chosen: Vec<String> = Vec::with_capacity(ids.len());
         for id in ids {
             parse_session_id(id)?;
@@ -98,7 +115,7 @@ impl Ledger {
         chosen.dedup();
         self.read(|tx| {
             if chosen.is_empty() {
-                st::for_each_id(tx, |id| match read_full(tx, id)? {
+                st::for_each_id(tx, |id| match read_full(tx, id, workflow)? {
                     Some(full) => f(&full),
                     None => Ok(()),
                 })
@@ -109,7 +126,7 @@ impl Ledger {
                     }
                 }
                 for id in &chosen {
-                    if let Some(full) = read_full(tx, id)? {
+                    if let Some(full) = read_full(tx, id, workflow)? {
                         f(&full)?;
                     }
                 }
@@ -121,7 +138,9 @@ impl Ledger {
 
     /// Writes the chosen sessions (all when `ids` is empty) as logbook JSON
     /// Lines to `out`: one compact line per session, in session id order,
-    /// every column and event (with its hash, hex), keys in a fixed order.
+    /// every column and event (with its hash, hex), the session's runs,
+    /// budget, checkpoint snapshots and gates, keys in a fixed order. Leases
+    /// are not exported (a lease is a live lock held by a process).
     /// Importing the output into an empty database and exporting again
     /// gives the same bytes.
     ///
@@ -135,8 +154,8 @@ impl Ledger {
             events: 0,
             out: None,
         };
-        self.walk_export(ids, |(s, cs, refs, events)| {
-            let mut line = jsonl::render(s, *cs, refs, events)
+        self.walk_export(ids, true, |(s, cs, refs, events, w)| {
+            let mut line = jsonl::render(s, *cs, refs, events, w)
                 .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
             line.push('\n');
             out.write_all(line.as_bytes()).map_err(write_err)?;
@@ -178,7 +197,7 @@ impl Ledger {
             events: 0,
             out: Some(dir.display().to_string()),
         };
-        self.walk_export(ids, |(s, _, _, events)| {
+        self.walk_export(ids, false, |(s, _, _, events, _)| {
             let text = phelix::render(s, events)
                 .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
             let mut f = PrivateFile::create(&sessions_dir.join(format!("{}.json", s.session_id)))?;
@@ -318,7 +337,17 @@ fn item_bytes(item: &Item) -> usize {
         Err(_) => 256,
         Ok(r) => {
             let opt = |o: &Option<String>| o.as_ref().map_or(0, String::len);
-            r.context.len()
+            let w = &r.workflow;
+            w.runs
+                .iter()
+                .map(|r| 256 + opt(&r.input) + opt(&r.output) + r.metadata.len())
+                .sum::<usize>()
+                + w.snapshots
+                    .iter()
+                    .map(|s| 128 + s.state.len())
+                    .sum::<usize>()
+                + w.gates.len() * 256
+                + r.context.len()
                 + r.metadata.len()
                 + opt(&r.goal)
                 + r.events
@@ -428,6 +457,16 @@ fn apply(
                 line,
                 session_id: id,
             });
+            return Ok(());
+        }
+    }
+    for (i, r) in rows.workflow.runs.iter().enumerate() {
+        if st::run_exists(tx, &r.run_id).map_err(db)? {
+            let b = Bad::new(
+                format!("runs[{i}].run_id"),
+                "is already the id of a run in the database (of another session)",
+            );
+            report.reject(rejection(&file, line, id, b));
             return Ok(());
         }
     }

@@ -1,11 +1,19 @@
 //! SQL for export and import (issue 3 §4): reading whole sessions with the
 //! columns a rebuild needs, and inserting an imported session with all its
-//! rows (session, data, tags, references, chained events) as given.
+//! rows (session, data, tags, references, chained events, and the V3/V4
+//! rows: runs, budget, snapshots, gates) as given. Leases are never
+//! exported or imported (see `docs/import-export.md`).
 //!
 //! Validation and redaction happen before these functions are called
 //! (`crate::transfer`); this module only binds values as `?N` parameters.
 
 use super::codec::{opt_json, opt_text, text};
+
+/// A JSON column as compact text (a hand-edited row with line breaks must
+/// not break a JSON Lines export).
+fn json_text(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    Ok(opt_json(r, idx)?.map(|v| v.get().to_owned()))
+}
 use super::events::INSERT_EVENT;
 use super::sessions::{INSERT_REF, INSERT_SESSION_DATA, INSERT_TAG};
 use crate::chain;
@@ -39,6 +47,69 @@ pub const INSERT_SESSION_IMPORT: &str = "INSERT INTO sessions (session_id, statu
      rev, checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
      duration_ms, created_at_ms, updated_at_ms, ended_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
      ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+
+/// Every run of a session with every column (sorted by insert_seq in Rust).
+pub const SELECT_RUNS_FULL: &str = "SELECT run_id, status, input, output, error_code, \
+     error_message, metadata, input_tokens, output_tokens, api_calls, turn_count, created_at_ms, \
+     updated_at_ms, started_at_ms, ended_at_ms, insert_seq FROM runs WHERE session_id = ?1";
+
+/// Whether a run id is taken (by any session).
+pub const SELECT_RUN_EXISTS: &str = "SELECT 1 FROM runs WHERE run_id = ?1";
+
+/// An imported run, inserted as the trigger `runs_insert_live_session`
+/// demands: status `pending`, into a live session; every other column as
+/// recorded. [`UPDATE_RUN_IMPORT_STATUS`] then sets its recorded status.
+/// ?1 run_id, ?2 session_id, ?3 input, ?4 output, ?5 error_code,
+/// ?6 error_message, ?7 metadata, ?8–?11 input_tokens, output_tokens,
+/// api_calls, turn_count, ?12 created, ?13 updated, ?14 started, ?15 ended.
+pub const INSERT_RUN_IMPORT: &str = "INSERT INTO runs (run_id, session_id, status, input, output, \
+     error_code, error_message, metadata, input_tokens, output_tokens, api_calls, turn_count, \
+     created_at_ms, updated_at_ms, started_at_ms, ended_at_ms) VALUES (?1, ?2, 'pending', ?3, ?4, \
+     ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+
+/// pending → the recorded status of an imported run (the one UPDATE the
+/// triggers allow: from pending, identity and counters kept). Import-only,
+/// so binding `status` here (which can make SQLite re-prepare it, see
+/// `store::runs`) costs nothing on a hot path. ?1 run_id, ?2 status.
+pub const UPDATE_RUN_IMPORT_STATUS: &str =
+    "UPDATE runs SET status = ?2 WHERE run_id = ?1 AND status = 'pending'";
+
+/// A session's budget with every column.
+pub const SELECT_BUDGET_FULL: &str = "SELECT max_tokens, max_api_calls, max_duration_ms, \
+     on_exceed, base_tokens, base_api_calls, base_duration_ms, exceeded_at_ms, updated_at_ms \
+     FROM session_budgets WHERE session_id = ?1";
+
+/// An imported budget, every column as recorded. ?1 session, ?2–?4 limits,
+/// ?5 on_exceed, ?6–?8 bases, ?9 exceeded_at_ms, ?10 updated_at_ms.
+pub const INSERT_BUDGET_IMPORT: &str = "INSERT INTO session_budgets (session_id, max_tokens, \
+     max_api_calls, max_duration_ms, on_exceed, base_tokens, base_api_calls, base_duration_ms, \
+     exceeded_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+/// A session's snapshots with their state (sorted by seq in Rust).
+pub const SELECT_SNAPSHOTS_FULL: &str =
+    "SELECT seq, step, stage, state, at_ms FROM session_snapshots WHERE session_id = ?1";
+
+/// An imported snapshot (after its checkpoint event: trigger
+/// `session_snapshots_append_only`). ?1 session, ?2 seq, ?3 step, ?4 stage,
+/// ?5 state, ?6 size in bytes, ?7 at_ms.
+pub const INSERT_SNAPSHOT_IMPORT: &str = "INSERT INTO session_snapshots (session_id, seq, step, \
+     stage, state, size_bytes, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// An imported gate, inserted with its recorded status and decision (no
+/// UPDATE: `session_gates_decide_once` is not involved). ?1 session,
+/// ?2 name, ?3 round, ?4 kind, ?5 status, ?6 opened_seq, ?7 opened_at_ms,
+/// ?8 decided_seq, ?9 decided_at_ms, ?10 reason, ?11 outcome.
+pub const INSERT_GATE_IMPORT: &str = "INSERT INTO session_gates (session_id, name, round, kind, \
+     status, opened_seq, opened_at_ms, decided_seq, decided_at_ms, reason, outcome) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/// A terminal imported session that has runs is inserted live (`active`,
+/// rev − 1) so that its runs can be inserted (`runs_insert_live_session`),
+/// then given its recorded status and rev by this UPDATE (which
+/// `sessions_rev_step` and `sessions_terminal_frozen` allow: rev + 1 from a
+/// live status). ?1 id, ?2 status, ?3 rev.
+pub const UPDATE_SESSION_IMPORT_FINISH: &str = "UPDATE sessions SET status = ?2, rev = ?3 \
+     WHERE session_id = ?1 AND rev = ?3 - 1 AND status = 'active'";
 
 /// Opens the per-session savepoint of an import batch.
 pub const SAVEPOINT: &str = "SAVEPOINT logbook_import_session";
@@ -128,6 +199,121 @@ pub struct SessionRows {
     pub ended_at_ms: Option<i64>,
     /// Events in seq order (seq = index).
     pub events: Vec<EventRow>,
+    /// Runs, budget, snapshots and gates (schema V3/V4).
+    pub workflow: WorkflowRows,
+}
+
+/// One run with every column a rebuild needs. JSON columns are compact
+/// JSON object text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// `run_` + 16 hex.
+    pub run_id: String,
+    /// Status name.
+    pub status: String,
+    /// Input object, or `None`.
+    pub input: Option<String>,
+    /// Output object, or `None`.
+    pub output: Option<String>,
+    /// Error code, or `None`.
+    pub error_code: Option<String>,
+    /// Error message, or `None`.
+    pub error_message: Option<String>,
+    /// Metadata object.
+    pub metadata: String,
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// API calls.
+    pub api_calls: i64,
+    /// Turns.
+    pub turn_count: i64,
+    /// ms since the Unix epoch.
+    pub created_at_ms: i64,
+    /// ms since the Unix epoch.
+    pub updated_at_ms: i64,
+    /// ms since the Unix epoch, once started.
+    pub started_at_ms: Option<i64>,
+    /// ms since the Unix epoch, once terminal.
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A session's budget with every column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetFull {
+    /// Token limit, or `None`.
+    pub max_tokens: Option<i64>,
+    /// API-call limit, or `None`.
+    pub max_api_calls: Option<i64>,
+    /// Duration limit (ms), or `None`.
+    pub max_duration_ms: Option<i64>,
+    /// `pause`, `fail` or `warn`.
+    pub on_exceed: String,
+    /// Tokens at the last reset.
+    pub base_tokens: i64,
+    /// API calls at the last reset.
+    pub base_api_calls: i64,
+    /// Duration at the last reset, ms.
+    pub base_duration_ms: i64,
+    /// When a limit was crossed, if marked.
+    pub exceeded_at_ms: Option<i64>,
+    /// Last change, ms since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+/// A checkpoint snapshot with its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFull {
+    /// Seq of its `checkpoint` event.
+    pub seq: i64,
+    /// The checkpoint's step.
+    pub step: Option<String>,
+    /// The session's stage when it was taken.
+    pub stage: Option<String>,
+    /// Compact JSON object text.
+    pub state: String,
+    /// ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// A gate with every column but its row id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateFull {
+    /// Name.
+    pub name: String,
+    /// Round of the name, from 1.
+    pub round: i64,
+    /// `auto`, `user-approval` or `step-confirm`.
+    pub kind: String,
+    /// `pending`, `approved` or `rejected`.
+    pub status: String,
+    /// Seq of the opening event.
+    pub opened_seq: i64,
+    /// ms since the Unix epoch.
+    pub opened_at_ms: i64,
+    /// Seq of the deciding event.
+    pub decided_seq: Option<i64>,
+    /// ms since the Unix epoch.
+    pub decided_at_ms: Option<i64>,
+    /// Note or reason.
+    pub reason: Option<String>,
+    /// `failed` or `cancelled` for a rejection.
+    pub outcome: Option<String>,
+}
+
+/// A session's rows in the V3/V4 tables that export and import carry
+/// (leases excluded: a lease is a live lock, not history).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRows {
+    /// Runs in creation order.
+    pub runs: Vec<RunRow>,
+    /// The budget, if one was set.
+    pub budget: Option<BudgetFull>,
+    /// Snapshots by seq.
+    pub snapshots: Vec<SnapshotFull>,
+    /// Gates in opening order.
+    pub gates: Vec<GateFull>,
 }
 
 /// Runs one of the fixed statements above that takes no parameter.
@@ -148,15 +334,36 @@ pub fn max_insert_seq(conn: &Connection) -> rusqlite::Result<i64> {
         .query_row([], |r| r.get(0))
 }
 
+/// Whether a run id is already taken.
+pub fn run_exists(conn: &Connection, run_id: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached(SELECT_RUN_EXISTS)?
+        .query_row(params![run_id], |_| Ok(()))
+        .optional()
+        .map(|o| o.is_some())
+}
+
 /// Inserts every row of one session; the events are chained afresh with
 /// [`chain::event_hash`]. Call inside a transaction (and a savepoint).
+///
+/// Order, as the triggers allow it: the session (live, rev − 1, when it is
+/// terminal and has runs: see [`UPDATE_SESSION_IMPORT_FINISH`]), its data,
+/// tags, references and events; its runs (inserted pending, then given
+/// their status); budget; snapshots (after their checkpoint events);
+/// gates; and last the session's recorded status and rev. The caller has
+/// checked that such a session's rev is at least 2.
 pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Result<()> {
     let tags = serde_json::to_string(&s.tags)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let staged = s.status.is_terminal() && !s.workflow.runs.is_empty();
+    let (status, rev) = if staged {
+        ("active", s.rev - 1)
+    } else {
+        (s.status.as_str(), s.rev)
+    };
     conn.prepare_cached(INSERT_SESSION_IMPORT)?
         .execute(params![
             s.session_id,
-            s.status.as_str(),
+            status,
             s.title,
             s.app,
             s.agent_id,
@@ -166,7 +373,7 @@ pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Resu
             tags,
             s.actor_type.as_str(),
             s.actor_id,
-            s.rev,
+            rev,
             s.checkpoint_seq,
             s.final_result,
             s.end_reason,
@@ -239,7 +446,159 @@ pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Resu
         ])?;
         prev = hash;
     }
+    insert_workflow(conn, &s.session_id, &s.workflow)?;
+    if staged {
+        let n = conn
+            .prepare_cached(UPDATE_SESSION_IMPORT_FINISH)?
+            .execute(params![s.session_id, s.status.as_str(), s.rev])?;
+        if n != 1 {
+            return Err(rusqlite::Error::StatementChangedRows(n));
+        }
+    }
     Ok(())
+}
+
+/// Inserts a session's runs, budget, snapshots and gates (its session row,
+/// live for the runs, and its events exist already).
+fn insert_workflow(conn: &Connection, id: &str, w: &WorkflowRows) -> rusqlite::Result<()> {
+    for r in &w.runs {
+        conn.prepare_cached(INSERT_RUN_IMPORT)?.execute(params![
+            r.run_id,
+            id,
+            r.input,
+            r.output,
+            r.error_code,
+            r.error_message,
+            r.metadata,
+            r.input_tokens,
+            r.output_tokens,
+            r.api_calls,
+            r.turn_count,
+            r.created_at_ms,
+            r.updated_at_ms,
+            r.started_at_ms,
+            r.ended_at_ms,
+        ])?;
+        if r.status != "pending" {
+            conn.prepare_cached(UPDATE_RUN_IMPORT_STATUS)?
+                .execute(params![r.run_id, r.status])?;
+        }
+    }
+    if let Some(b) = &w.budget {
+        conn.prepare_cached(INSERT_BUDGET_IMPORT)?.execute(params![
+            id,
+            b.max_tokens,
+            b.max_api_calls,
+            b.max_duration_ms,
+            b.on_exceed,
+            b.base_tokens,
+            b.base_api_calls,
+            b.base_duration_ms,
+            b.exceeded_at_ms,
+            b.updated_at_ms,
+        ])?;
+    }
+    for sn in &w.snapshots {
+        let size = i64::try_from(sn.state.len()).unwrap_or(i64::MAX);
+        conn.prepare_cached(INSERT_SNAPSHOT_IMPORT)?
+            .execute(params![
+                id, sn.seq, sn.step, sn.stage, sn.state, size, sn.at_ms
+            ])?;
+    }
+    for g in &w.gates {
+        conn.prepare_cached(INSERT_GATE_IMPORT)?.execute(params![
+            id,
+            g.name,
+            g.round,
+            g.kind,
+            g.status,
+            g.opened_seq,
+            g.opened_at_ms,
+            g.decided_seq,
+            g.decided_at_ms,
+            g.reason,
+            g.outcome,
+        ])?;
+    }
+    Ok(())
+}
+
+/// A session's runs, budget, snapshots (with state) and gates, for export.
+pub fn select_workflow(conn: &Connection, id: &str) -> rusqlite::Result<WorkflowRows> {
+    let mut st = conn.prepare_cached(SELECT_RUNS_FULL)?;
+    let rows = st.query_map(params![id], |r| {
+        Ok((
+            RunRow {
+                run_id: text(r, 0)?,
+                status: text(r, 1)?,
+                input: json_text(r, 2)?,
+                output: json_text(r, 3)?,
+                error_code: opt_text(r, 4)?,
+                error_message: opt_text(r, 5)?,
+                metadata: json_text(r, 6)?.unwrap_or_else(|| "{}".to_owned()),
+                input_tokens: r.get(7)?,
+                output_tokens: r.get(8)?,
+                api_calls: r.get(9)?,
+                turn_count: r.get(10)?,
+                created_at_ms: r.get(11)?,
+                updated_at_ms: r.get(12)?,
+                started_at_ms: r.get(13)?,
+                ended_at_ms: r.get(14)?,
+            },
+            r.get::<_, i64>(15)?,
+        ))
+    })?;
+    let mut runs = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    runs.sort_by_key(|(_, seq)| *seq);
+    let budget = conn
+        .prepare_cached(SELECT_BUDGET_FULL)?
+        .query_row(params![id], |r| {
+            Ok(BudgetFull {
+                max_tokens: r.get(0)?,
+                max_api_calls: r.get(1)?,
+                max_duration_ms: r.get(2)?,
+                on_exceed: text(r, 3)?,
+                base_tokens: r.get(4)?,
+                base_api_calls: r.get(5)?,
+                base_duration_ms: r.get(6)?,
+                exceeded_at_ms: r.get(7)?,
+                updated_at_ms: r.get(8)?,
+            })
+        })
+        .optional()?;
+    let mut st = conn.prepare_cached(SELECT_SNAPSHOTS_FULL)?;
+    let rows = st.query_map(params![id], |r| {
+        Ok(SnapshotFull {
+            seq: r.get(0)?,
+            step: opt_text(r, 1)?,
+            stage: opt_text(r, 2)?,
+            state: json_text(r, 3)?.unwrap_or_else(|| "{}".to_owned()),
+            at_ms: r.get(4)?,
+        })
+    })?;
+    let mut snapshots = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    snapshots.sort_by_key(|s| s.seq);
+    let gates = super::workflow::select_gates(conn, id)?
+        .into_iter()
+        .map(|g| GateFull {
+            name: g.name,
+            round: g.round,
+            kind: g.kind,
+            status: g.status,
+            opened_seq: g.opened_seq,
+            opened_at_ms: g.opened_at_ms,
+            decided_seq: g.decided_seq,
+            decided_at_ms: g.decided_at_ms,
+            reason: g.reason,
+            outcome: g.outcome,
+        })
+        .collect();
+    Ok(WorkflowRows {
+        runs: runs.into_iter().map(|(r, _)| r).collect(),
+        budget,
+        snapshots,
+        gates,
+    })
 }
 
 /// A stored reference, for export.
@@ -356,6 +715,16 @@ mod tests {
             SELECT_REFS_FULL,
             SELECT_EVENTS_FULL,
             INSERT_SESSION_IMPORT,
+            SELECT_RUNS_FULL,
+            SELECT_RUN_EXISTS,
+            INSERT_RUN_IMPORT,
+            UPDATE_RUN_IMPORT_STATUS,
+            SELECT_BUDGET_FULL,
+            INSERT_BUDGET_IMPORT,
+            SELECT_SNAPSHOTS_FULL,
+            INSERT_SNAPSHOT_IMPORT,
+            INSERT_GATE_IMPORT,
+            UPDATE_SESSION_IMPORT_FINISH,
         ] {
             conn.prepare(sql).unwrap();
         }

@@ -281,6 +281,7 @@ fn build(
         updated_at_ms: last_at,
         ended_at_ms: status.is_terminal().then_some(last_at),
         events,
+        workflow: Default::default(),
     };
     check_rows(&rows).map_err(|b| b.in_file("timeline.jsonl"))?;
     Ok(rows)

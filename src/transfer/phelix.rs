@@ -262,6 +262,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         updated_at_ms: last,
         ended_at_ms: st.is_terminal().then_some(last),
         events,
+        workflow: Default::default(),
     };
     check_rows(&rows)?;
     Ok(rows)
