@@ -423,6 +423,8 @@ impl Ledger {
                 return Ok(s);
             }
             let st = live_state(tx, id, "record usage of", m.if_rev)?;
+            // A live lease held by someone else refuses the write (issue 4 §6).
+            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
             let usage = add_usage(&st.usage, &add)?;
             let at = now.max(st.updated_at_ms);
             let crossing = apply_usage(tx, id, &st, &usage, at)?;
@@ -520,6 +522,8 @@ impl Ledger {
                 return self.check_in(tx, id);
             }
             let st = live_state(tx, id, "set the budget of", m.if_rev)?;
+            // A live lease held by someone else refuses the write (issue 4 §6).
+            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
             let old = sb::select_budget(tx, id).map_err(db)?;
             let mut b = old.clone().unwrap_or_default();
             b.max_tokens = req.max_tokens.or(b.max_tokens);
@@ -610,6 +614,8 @@ impl Ledger {
                 return self.check_in(tx, id);
             }
             let st = live_state(tx, id, "reset the budget of", m.if_rev)?;
+            // A live lease held by someone else refuses the write (issue 4 §6).
+            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
             let Some(b) = sb::select_budget(tx, id).map_err(db)? else {
                 return Err(Error::invalid(
                     "budget",

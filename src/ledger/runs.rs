@@ -185,6 +185,8 @@ impl Ledger {
                 return Ok(r);
             }
             let st = live_state(tx, session_id, "create a run in", m.if_rev)?;
+            // A live lease held by someone else refuses the write (issue 4 §6).
+            super::leases::check_lease(tx, session_id, m.lease.as_deref(), now)?;
             let at = now.max(st.updated_at_ms);
             let mut attempt = 0;
             let run_id = loop {
@@ -411,6 +413,8 @@ impl Ledger {
             // A terminal session first: its runs, all ended with it (see
             // `run_end`), are refused as SESSION_INVALID_TRANSITION.
             let st = live_state(tx, &sid, "change a run of", None)?;
+            // A live lease held by someone else refuses the write (issue 4 §6).
+            super::leases::check_lease(tx, &sid, m.lease.as_deref(), now)?;
             if verb.apply(run.status).is_none() {
                 return Err(Error::RunInvalidTransition {
                     id: run_id.to_owned(),

@@ -393,3 +393,43 @@ fn the_lease_lookup_is_never_reprepared() {
         .unwrap();
     assert_eq!(st.get_status(StatementStatus::RePrepare), 0);
 }
+
+/// Run verbs, usage and budgets are mutations too: a live lease refuses
+/// them without its token (LEASE_HELD, nothing changed) and admits them
+/// with it.
+#[test]
+fn a_live_lease_covers_runs_usage_and_budgets() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let run = env.json(&["run", "create", &s]).data()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token = lock(&env, &s, &["--owner-pid", &me()])["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let show = env.show(&s);
+    let run_show = env.json(&["run", "show", &run]).stdout;
+    let writes: Vec<Vec<&str>> = vec![
+        vec!["run", "create", &s],
+        vec!["run", "start", &run],
+        vec!["run", "cancel", &run],
+        vec!["session", "usage", &s, "--input-tokens", "5"],
+        vec!["session", "budget", &s, "--max-tokens", "100"],
+        vec!["session", "stage", &s, "start", "x"],
+        vec!["gate", "open", &s, "--gate", "g", "--kind", "auto"],
+    ];
+    for w in &writes {
+        let e = assert_error(&env.json(w), "LEASE_HELD", 4);
+        assert_eq!(e["retryable"], true, "{w:?}");
+    }
+    assert_eq!(env.show(&s), show);
+    assert_eq!(env.json(&["run", "show", &run]).stdout, run_show);
+    for w in &writes {
+        let mut with = w.clone();
+        with.extend(["--lease", token.as_str()]);
+        let r = env.json(&with);
+        assert_eq!(r.code, 0, "{with:?}: {}", r.stdout);
+    }
+}
