@@ -1297,3 +1297,63 @@ fn each_run_error_class_has_its_exact_code_and_changes_nothing() {
         client.cancel().await.unwrap();
     });
 }
+
+/// Issue 5 §3: with an idle `mcp serve` attached, a reader holding a long
+/// transaction pins the WAL while writers go on; once the reader ends, the
+/// WAL drops back under `journal_size_limit` (64 MiB): the idle server holds
+/// nothing that keeps it large.
+#[test]
+fn an_idle_server_and_a_pinning_reader_do_not_grow_the_wal_for_good() {
+    use logbook::{CheckpointRequest, Ledger, LedgerOptions, Mutation, SyncMode};
+    let env = TestEnv::new();
+    let limit = u64::try_from(logbook::store::open::JOURNAL_SIZE_LIMIT_BYTES).unwrap();
+    let mut wal = env.db.clone().into_os_string();
+    wal.push("-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        ok(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
+        let writer = Ledger::open(LedgerOptions {
+            sync: SyncMode::Normal,
+            ..LedgerOptions::at(&env.db)
+        })
+        .unwrap();
+        let note = "n".repeat(1024);
+        let reader = env.sql();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap();
+        let mut n = 0;
+        while wal_len() <= limit && n < 80_000 {
+            let req = CheckpointRequest {
+                step: Some(format!("k{n}")),
+                note: Some(note.clone()),
+                ..Default::default()
+            };
+            writer.checkpoint(&id, req, &Mutation::default()).unwrap();
+            n += 1;
+        }
+        let pinned = wal_len();
+        assert!(pinned > limit, "the reader should pin the WAL: {pinned}");
+        reader.execute_batch("COMMIT").unwrap();
+        for k in 0..100 {
+            let req = CheckpointRequest {
+                step: Some(format!("after{k}")),
+                ..Default::default()
+            };
+            writer.checkpoint(&id, req, &Mutation::default()).unwrap();
+        }
+        let after = wal_len();
+        assert!(
+            after <= limit,
+            "-wal is {after} bytes after the reader left (was {pinned})"
+        );
+        // The idle server still answers, and sees every write.
+        let shown = ok(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
+        assert_eq!(shown["session"]["rev"], 1 + n + 100);
+        client.cancel().await.unwrap();
+    });
+}
