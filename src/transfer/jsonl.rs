@@ -394,10 +394,10 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
     let usage = match o.obj("usage")? {
         None => Usage::default(),
         Some(u) => Usage {
-            input_tokens: non_negative(&u, "input_tokens")?,
-            output_tokens: non_negative(&u, "output_tokens")?,
-            api_calls: non_negative(&u, "api_calls")?,
-            duration_ms: non_negative(&u, "duration_ms")?,
+            input_tokens: count(&u, "input_tokens")?,
+            output_tokens: count(&u, "output_tokens")?,
+            api_calls: count(&u, "api_calls")?,
+            duration_ms: count(&u, "duration_ms")?,
         },
     };
     let mut refs = Vec::new();
@@ -487,14 +487,6 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
     check_rows(&rows)?;
     check_workflow(&rows)?;
     Ok(rows)
-}
-
-fn non_negative(o: &Obj<'_>, key: &str) -> Result<i64, Bad> {
-    let n = o.i64_opt(key)?.unwrap_or(0);
-    if n < 0 {
-        return Err(Bad::new(o.name(key), "must be 0 or more"));
-    }
-    Ok(n)
 }
 
 pub(crate) fn actor_type(field: &str, s: &str) -> Result<ActorType, Bad> {
@@ -683,17 +675,27 @@ fn parse_run(i: usize, raw: &RawValue) -> Result<RunRow, Bad> {
         started_at_ms: r.i64_opt("started_at_ms")?,
         ended_at_ms: r.i64_opt("ended_at_ms")?,
     };
+    // A failed run always carries its error; a run cancelled because its
+    // session ended carries one too (`SESSION_ENDED`, see ledger::run_end);
+    // no other status has one. Code and message come as a pair.
     let failed = st == RunStatus::Failed;
+    let may_err = failed || st == RunStatus::Cancelled;
     for (key, val) in [
         ("error_code", &row.error_code),
         ("error_message", &row.error_message),
     ] {
-        if failed != val.is_some() {
+        if (failed && val.is_none()) || (!may_err && val.is_some()) {
             return Err(Bad::new(
                 r.name(key),
-                "must be set exactly when the run's status is failed",
+                "must be set on a failed run, may be set on a cancelled one, and nothing else",
             ));
         }
+    }
+    if row.error_code.is_some() != row.error_message.is_some() {
+        return Err(Bad::new(
+            r.name("error_message"),
+            "must be set exactly when error_code is",
+        ));
     }
     if row.output.is_some() && st != RunStatus::Completed {
         return Err(Bad::new(

@@ -289,11 +289,16 @@ pub(crate) fn opt_name(field: &str, value: Option<String>) -> Result<Option<Stri
     }
 }
 
+/// Largest time logbook accepts, ms since the epoch: 2^53 − 1, so every
+/// JSON reader holds it exactly.
+pub const TIME_MAX_MS: i64 = 9_007_199_254_740_991;
+
 /// Checks the parts of a session every format must satisfy before insert:
 /// at least one event, the first `created`; seqs implied by position;
 /// `at_ms` never decreasing; 1 ≤ rev ≤ number of events (so `verify`
 /// holds); the checkpoint seq names a `checkpoint` event; `ended_at_ms`
-/// set exactly for terminal statuses; references within caps.
+/// set exactly for terminal statuses; times within 0..=2^53−1 and
+/// consistent with the events; references within caps.
 pub(crate) fn check_rows(s: &SessionRows) -> Result<(), Bad> {
     let Some(first) = s.events.first() else {
         return Err(Bad::new("events", "must hold at least the `created` event"));
@@ -308,6 +313,52 @@ pub(crate) fn check_rows(s: &SessionRows) -> Result<(), Bad> {
                 "is earlier than the previous event's (times never decrease within a session)",
             ));
         }
+    }
+    // Times: within 0..=2^53−1 ms, and consistent with the events, because
+    // the live clock never lets a new event go below `updated_at_ms` — an
+    // `updated_at_ms` under the last event's time would let the next write
+    // go back in time.
+    let in_range = |t: i64| (0..=TIME_MAX_MS).contains(&t);
+    for (i, e) in s.events.iter().enumerate() {
+        if !in_range(e.at_ms) {
+            return Err(Bad::new(
+                format!("events[{i}].at_ms"),
+                "must be from 0 to 2^53 − 1 ms since the epoch",
+            ));
+        }
+    }
+    let last_at = s.events.last().map_or(0, |e| e.at_ms);
+    for (field, t) in [
+        ("created_at_ms", Some(s.created_at_ms)),
+        ("updated_at_ms", Some(s.updated_at_ms)),
+        ("ended_at_ms", s.ended_at_ms),
+    ] {
+        if t.is_some_and(|t| !in_range(t)) {
+            return Err(Bad::new(
+                field,
+                "must be from 0 to 2^53 − 1 ms since the epoch",
+            ));
+        }
+    }
+    if s.created_at_ms > first.at_ms {
+        return Err(Bad::new(
+            "created_at_ms",
+            "is later than the `created` event's at_ms",
+        ));
+    }
+    if s.updated_at_ms < last_at {
+        return Err(Bad::new(
+            "updated_at_ms",
+            "is earlier than the last event's at_ms",
+        ));
+    }
+    if s.ended_at_ms
+        .is_some_and(|t| t < s.created_at_ms || t > s.updated_at_ms)
+    {
+        return Err(Bad::new(
+            "ended_at_ms",
+            "must lie between created_at_ms and updated_at_ms",
+        ));
     }
     let n = i64::try_from(s.events.len()).unwrap_or(i64::MAX);
     if s.rev < 1 || s.rev > n {

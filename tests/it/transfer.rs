@@ -1188,3 +1188,115 @@ fn a_malformed_run_budget_snapshot_or_gate_rejects_its_session_whole() {
     assert_counts(&import_ok(&env, "jsonl", &ofile), 1, 0, 0);
     assert_eq!(workflow_rows(&env, &format!("ses_{:016x}", 14)), 0);
 }
+
+/// Found by adversarial testing: runs that a session's end cancelled carry
+/// a SESSION_ENDED error, and their sessions must round-trip too — through
+/// cancel, fail, a gate rejection, and a budget `fail`.
+#[test]
+fn sessions_whose_end_cancelled_their_runs_round_trip() {
+    let env = TestEnv::new();
+    let mut ids = Vec::new();
+    for end in ["cancel", "fail", "gate", "budget"] {
+        let s = env.create(end);
+        let r1 = env.json(&["run", "create", &s]).data()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        env.json(&["run", "start", &r1]);
+        env.json(&["run", "create", &s]);
+        match end {
+            "cancel" => assert_eq!(
+                env.json(&["session", "cancel", &s, "--reason", "stop"])
+                    .code,
+                0
+            ),
+            "fail" => assert_eq!(
+                env.json(&["session", "fail", &s, "--reason", "broke"]).code,
+                0
+            ),
+            "gate" => {
+                env.json(&["gate", "open", &s, "--gate", "g", "--kind", "user-approval"]);
+                assert_eq!(
+                    env.json(&["gate", "reject", &s, "--gate", "g", "--reason", "no"])
+                        .code,
+                    0
+                );
+            }
+            _ => {
+                env.json(&[
+                    "session",
+                    "budget",
+                    &s,
+                    "--max-tokens",
+                    "10",
+                    "--on-exceed",
+                    "fail",
+                ]);
+                assert_eq!(
+                    env.json(&["run", "usage", &r1, "--input-tokens", "11"])
+                        .code,
+                    0
+                );
+            }
+        }
+        ids.push(s);
+    }
+    let first = export_jsonl(&env);
+    assert!(first.contains("SESSION_ENDED"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.jsonl");
+    std::fs::write(&file, &first).unwrap();
+    let other = TestEnv::new();
+    assert_counts(&import_ok(&other, "jsonl", &file), 4, 0, 0);
+    assert_eq!(export_jsonl(&other), first);
+    assert_eq!(other.json(&["verify"]).code, 0);
+}
+
+/// Found by adversarial testing: session times that contradict the events
+/// (which would let the next live event go back in time), times outside
+/// 0..=2^53−1, and session usage over 2^53−1 are refused, naming the field.
+#[test]
+fn imported_times_and_usage_must_be_consistent_and_in_range() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    env.json(&["session", "checkpoint", &s, "--step", "one"]);
+    let line: Value = serde_json::from_str(export_jsonl(&env).trim()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        (
+            "updated_at_ms",
+            Box::new(|v: &mut Value| v["updated_at_ms"] = json!(1)),
+        ),
+        (
+            "events[1].at_ms",
+            Box::new(|v: &mut Value| v["events"][1]["at_ms"] = json!(9_007_199_254_740_992i64)),
+        ),
+        (
+            "events[0].at_ms",
+            Box::new(|v: &mut Value| v["events"][0]["at_ms"] = json!(-5)),
+        ),
+        (
+            "created_at_ms",
+            Box::new(|v: &mut Value| v["created_at_ms"] = json!(4_102_444_800_000i64)),
+        ),
+        (
+            "usage.input_tokens",
+            Box::new(|v: &mut Value| v["usage"]["input_tokens"] = json!(9_007_199_254_740_992i64)),
+        ),
+    ];
+    for (field, edit) in cases {
+        let mut v = line.clone();
+        edit(&mut v);
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(&file, format!("{v}\n")).unwrap();
+        let target = TestEnv::new();
+        let (_, report) = import_rejecting(&target, "jsonl", &file);
+        assert_counts(&report, 0, 0, 1);
+        let rej = &report["rejections"][0];
+        assert!(
+            rej["field"].as_str().unwrap().ends_with(field),
+            "{field}: {rej}"
+        );
+        assert_eq!(rows_anywhere(&target, &s), 0);
+    }
+}
