@@ -1262,7 +1262,8 @@ fn imported_times_and_usage_must_be_consistent_and_in_range() {
     env.json(&["session", "checkpoint", &s, "--step", "one"]);
     let line: Value = serde_json::from_str(export_jsonl(&env).trim()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "updated_at_ms",
             Box::new(|v: &mut Value| v["updated_at_ms"] = json!(1)),
