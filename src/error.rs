@@ -288,8 +288,10 @@ pub enum Error {
         /// The seq at which it breaks (the first event that does not hold).
         seq: i64,
         /// What does not hold: `hash`, `prev_hash`, `seq` (a gap or
-        /// reordering), `missing_events` (fewer events than the session's
-        /// rev), or `orphan_events` (events of no session).
+        /// reordering), `snapshot` (a checkpoint snapshot that does not
+        /// match the SHA-256 and size its event recorded, or is gone),
+        /// `missing_events` (fewer events than the session's rev), or
+        /// `orphan_events` (events of no session).
         problem: String,
         /// What the chain requires there (hex hash, or a seq / count).
         expected: String,

@@ -14,6 +14,9 @@ pub struct SqlArgs {
     /// Print CSV (RFC 4180, with a header row) instead of a table
     #[arg(long)]
     csv: bool,
+    /// Interrupt the statement after this many ms [default: 30000]
+    #[arg(long, value_name = "MS", allow_hyphen_values = true)]
+    timeout_ms: Option<u64>,
 }
 
 fn cell(v: &serde_json::Value) -> String {
@@ -29,7 +32,7 @@ pub fn sql(args: &SqlArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
         return Err(Error::invalid("csv", "choose one of --csv and --json"));
     }
     let ledger = open_read_only(global)?;
-    let r = ledger.query(&args.query)?;
+    let r = ledger.query(&args.query, args.timeout_ms)?;
     if args.csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         let fail = |e: csv::Error| Error::internal(format!("cannot write CSV: {e}"));

@@ -84,6 +84,35 @@ fn check_session(
         prev = want;
         true
     })?;
+    // Snapshots are covered through their checkpoint events, which record
+    // each one's SHA-256 and size.
+    if broken.is_none() {
+        for (seq, state, sha, size) in sql::snapshot_links(conn, id)? {
+            use sha2::{Digest, Sha256};
+            let have = hex::encode(Sha256::digest(&state));
+            let len = i64::try_from(state.len()).unwrap_or(i64::MAX);
+            let want = sha.unwrap_or_else(|| "no snapshot recorded at this seq".into());
+            if want != have || size != Some(len) {
+                broken = Some(Break {
+                    seq,
+                    problem: "snapshot",
+                    expected: want,
+                    found: have,
+                });
+                break;
+            }
+        }
+    }
+    if broken.is_none() {
+        if let Some(seq) = sql::first_missing_snapshot(conn, id)? {
+            broken = Some(Break {
+                seq,
+                problem: "snapshot",
+                expected: "the snapshot its checkpoint event records".into(),
+                found: "no snapshot row".into(),
+            });
+        }
+    }
     // Every mutation bumps rev by one and appends at least one event, so a
     // session with fewer events than its rev lost some from the end.
     if broken.is_none() && i64::try_from(count).unwrap_or(i64::MAX) < rev {

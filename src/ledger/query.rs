@@ -15,7 +15,15 @@ impl Ledger {
     /// INVALID_ARGUMENT (field `sql`) for an empty text, more than one
     /// statement, a statement that would write, or one SQLite rejects (its
     /// message, passed through the redactor); STORE_BUSY; STORE_IO.
-    pub fn query(&self, text: &str) -> Result<QueryResult> {
+    ///
+    /// `timeout_ms` (1..=3,600,000; default 30,000) interrupts a statement
+    /// that runs longer; a result over 100,000 rows is refused rather than
+    /// cut short.
+    pub fn query(&self, text: &str, timeout_ms: Option<u64>) -> Result<QueryResult> {
+        let timeout_ms = timeout_ms.unwrap_or(sql::TIMEOUT_MS);
+        if !(1..=3_600_000).contains(&timeout_ms) {
+            return Err(Error::invalid("timeout_ms", "must be from 1 to 3600000"));
+        }
         let own;
         let conn = if self.read_only {
             &self.conn
@@ -23,7 +31,7 @@ impl Ledger {
             own = crate::store::open::open_read_only(&self.path, self.opts.busy_timeout_ms)?;
             &own
         };
-        sql::run(conn, text).map_err(|e| match e {
+        sql::run(conn, text, timeout_ms).map_err(|e| match e {
             QueryError::Refused(why) => Error::invalid("sql", why),
             QueryError::Db(e) => match e.sqlite_error_code() {
                 Some(rusqlite::ffi::ErrorCode::DatabaseBusy)

@@ -186,3 +186,41 @@ pub fn first_orphan(conn: &Connection) -> rusqlite::Result<Option<(String, i64)>
     )
     .optional()
 }
+
+/// A session's snapshots beside what their checkpoint events recorded:
+/// `(seq, state bytes, recorded sha256 hex, recorded size_bytes)`; the
+/// recorded values are `None` when no event at that seq records a snapshot.
+pub fn snapshot_links(
+    conn: &Connection,
+    session_id: &str,
+) -> rusqlite::Result<Vec<(i64, Vec<u8>, Option<String>, Option<i64>)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT s.seq, CAST(s.state AS BLOB), json_extract(e.data, '$.snapshot.sha256'), \
+                json_extract(e.data, '$.snapshot.size_bytes') \
+         FROM session_snapshots s LEFT JOIN events e ON e.session_id = s.session_id AND e.seq = s.seq \
+         WHERE s.session_id = ?1",
+    )?;
+    let rows = st.query_map(params![session_id], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })?;
+    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    out.sort_by_key(|r| r.0);
+    Ok(out)
+}
+
+/// The first checkpoint event of a session that records a snapshot whose
+/// row is gone.
+pub fn first_missing_snapshot(
+    conn: &Connection,
+    session_id: &str,
+) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached(
+        "SELECT min(e.seq) FROM events e WHERE e.session_id = ?1 AND e.type = 'checkpoint' \
+         AND json_extract(e.data, '$.snapshot') IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM session_snapshots s WHERE s.session_id = e.session_id AND s.seq = e.seq)",
+    )?
+    .query_row(params![session_id], |r| r.get::<_, Option<i64>>(0))
+    .optional()
+    .map(Option::flatten)
+}

@@ -15,10 +15,17 @@ pub struct QueryResult {
     pub rows: Vec<Vec<Value>>,
 }
 
-/// Why a statement was refused before it ran.
+/// Most rows a query may return: the result is held in memory to print it.
+pub const MAX_ROWS: usize = 100_000;
+
+/// How long a query may run before it is interrupted, by default, ms.
+pub const TIMEOUT_MS: u64 = 30_000;
+
+/// Why a statement was refused before it ran, or stopped.
 #[derive(Debug)]
 pub enum QueryError {
-    /// Not exactly one statement, or one that would write.
+    /// Not exactly one statement, or one that would write, or a result too
+    /// large or too slow.
     Refused(&'static str),
     /// SQLite rejected or failed it.
     Db(rusqlite::Error),
@@ -41,7 +48,8 @@ fn to_json(v: ValueRef<'_>) -> Value {
 }
 
 /// Runs one statement that `sqlite3_stmt_readonly` says does not write.
-pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
+/// It is interrupted after `timeout_ms`.
+pub fn run(conn: &Connection, sql: &str, timeout_ms: u64) -> Result<QueryResult, QueryError> {
     if sql.trim().is_empty() {
         return Err(QueryError::Refused("is empty"));
     }
@@ -59,14 +67,49 @@ pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
     }
     let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
     let n = columns.len();
-    let mut rows = Vec::new();
-    let mut cursor = stmt.query([])?;
-    while let Some(row) = cursor.next()? {
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            out.push(to_json(row.get_ref(i)?));
+    // A watchdog interrupts the statement at the timeout (a recursive CTE
+    // can run forever); it ends as soon as the query does.
+    let handle = conn.get_interrupt_handle();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            wait.recv_timeout(std::time::Duration::from_millis(timeout_ms))
+        {
+            handle.interrupt();
+            return true;
         }
-        rows.push(out);
+        false
+    });
+    let result = (|| {
+        let mut rows = Vec::new();
+        let mut cursor = stmt.query([])?;
+        while let Some(row) = cursor.next()? {
+            if rows.len() == MAX_ROWS {
+                return Err(QueryError::Refused(
+                    "returns more than 100,000 rows; add a LIMIT or narrow the WHERE",
+                ));
+            }
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                out.push(to_json(row.get_ref(i)?));
+            }
+            rows.push(out);
+        }
+        Ok(rows)
+    })();
+    let _ = done.send(());
+    let timed_out = watchdog.join().unwrap_or(false);
+    match result {
+        Ok(rows) => Ok(QueryResult { columns, rows }),
+        Err(QueryError::Db(e))
+            if timed_out
+                || e.sqlite_error_code()
+                    == Some(rusqlite::ffi::ErrorCode::OperationInterrupted) =>
+        {
+            Err(QueryError::Refused(
+                "ran longer than its timeout and was interrupted (see --timeout-ms)",
+            ))
+        }
+        Err(e) => Err(e),
     }
-    Ok(QueryResult { columns, rows })
 }

@@ -407,3 +407,25 @@ fn c25_an_upgrade_under_a_held_lock_is_store_busy_and_changes_nothing() {
     assert_ne!(schema(&holder), before);
     assert_eq!(env.json(&["verify"]).code, 0);
 }
+
+/// Snapshots are covered by the chain through their checkpoint events
+/// (which record each one's SHA-256 and size): editing a snapshot's state,
+/// even to one of the same length, or deleting it, is caught by verify and
+/// doctor. (Found by adversarial testing.)
+#[test]
+fn a_tampered_or_deleted_snapshot_is_caught() {
+    for tamper in [
+        "DROP TRIGGER session_snapshots_no_update; UPDATE session_snapshots SET state = '{\"st\":\"x\"}'",
+        "DROP TRIGGER session_snapshots_no_delete; DELETE FROM session_snapshots",
+    ] {
+        let env = TestEnv::new();
+        let s = env.create("a");
+        let r = env.json(&["session", "checkpoint", &s, "--step", "one", "--state", "{\"st\":\"a\"}"]);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!(env.json(&["verify"]).code, 0);
+        env.sql().execute_batch(tamper).unwrap();
+        let d = tampered(&env, &[]);
+        assert_eq!((d["seq"].as_i64(), d["problem"].as_str()), (Some(1), Some("snapshot")), "{tamper}");
+        assert_error(&env.json(&["doctor"]), "LEDGER_TAMPERED", 6);
+    }
+}

@@ -249,3 +249,38 @@ fn every_help_text_has_an_example() {
     }
     assert!(seen > 40, "walked only {seen} help texts");
 }
+
+/// A result too large is refused, not cut short; a statement that runs too
+/// long is interrupted with a coded error (found by adversarial testing:
+/// a recursive CTE could exhaust memory or run forever).
+#[test]
+fn sql_refuses_huge_results_and_interrupts_runaway_statements() {
+    let (env, _) = closed_db();
+    let rows = |n: u64| {
+        format!("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) SELECT x FROM c")
+    };
+    let ok = env.json(&["sql", &rows(100_000)]).data();
+    assert_eq!(ok["rows"].as_array().unwrap().len(), 100_000);
+    let e = assert_error(&env.json(&["sql", &rows(100_001)]), "INVALID_ARGUMENT", 2);
+    assert!(
+        e["message"].as_str().unwrap().contains("100,000 rows"),
+        "{e}"
+    );
+    let forever =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+    let e = assert_error(
+        &env.json(&["sql", forever, "--timeout-ms", "300"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("interrupted"),
+        "{e}"
+    );
+    let e = assert_error(
+        &env.json(&["sql", "SELECT 1", "--timeout-ms", "0"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(e["details"]["field"], "timeout_ms");
+}
