@@ -177,11 +177,21 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
             }
         }
         ErrorKind::InvalidSubcommand => {
-            if word_like(&arg) {
-                ("command".to_owned(), format!("unknown command `{arg}`"))
+            let given = match e.get(ContextKind::InvalidSubcommand) {
+                Some(ContextValue::String(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let mut reason = if word_like(&given) {
+                format!("unknown command `{given}`")
             } else {
-                ("command".to_owned(), "unknown command".to_owned())
+                "unknown command".to_owned()
+            };
+            if let Some(ContextValue::Strings(s)) = e.get(ContextKind::SuggestedSubcommand) {
+                if let Some(first) = s.first().filter(|s| word_like(s)) {
+                    reason.push_str(&format!("; did you mean `{first}`?"));
+                }
             }
+            ("command".to_owned(), reason)
         }
         ErrorKind::MissingRequiredArgument => {
             (arg.clone(), format!("missing required argument: `{arg}`"))

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 /// One check of `doctor`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorCheck {
-    /// `schema`, `integrity`, `foreign_keys`, `hash_chain`, `journal_mode`,
-    /// `file_modes` or `wal_size`.
+    /// `schema`, `schema_objects`, `integrity`, `foreign_keys`,
+    /// `hash_chain`, `journal_mode`, `file_modes` or `wal_size`.
     pub check: &'static str,
     /// Whether it passed.
     pub ok: bool,
@@ -125,7 +125,8 @@ fn file_modes(path: &Path, before: &[(PathBuf, Option<u32>)]) -> DoctorCheck {
 }
 
 impl Ledger {
-    /// Checks the database: schema version, `integrity_check`,
+    /// Checks the database: schema version, that every table, index,
+    /// trigger and view is as the migrations made it, `integrity_check`,
     /// `foreign_key_check`, every hash chain, journal mode, file modes and
     /// the WAL's size. Changes nothing (beyond what opening did: migrating
     /// an older schema, tightening modes — which is then reported).
@@ -183,6 +184,17 @@ impl Ledger {
             )),
             Err(e) => return Err(e),
         }
+        let drift = sql::schema_drift(&self.conn).map_err(db)?;
+        checks.push(check(
+            "schema_objects",
+            drift.is_empty(),
+            if drift.is_empty() {
+                "every table, index, trigger and view is as the migrations made it".into()
+            } else {
+                drift.join("; ")
+            },
+            ErrorCode::StoreCorrupt,
+        ));
         let (sessions, events, page_size, page_count, freelist_count, journal) =
             sql::sizes(&self.conn).map_err(db)?;
         checks.push(check(

@@ -82,3 +82,43 @@ pub fn backup_to(conn: &Connection, dest: &Path) -> rusqlite::Result<(i64, i64, 
     out.close().map_err(|(_, e)| e)?;
     Ok(counts)
 }
+
+/// `(type, name, sql)` of every schema object but SQLite's own and
+/// refinery's history table, by name.
+fn schema_objects(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let mut st = conn.prepare(
+        "SELECT type, name, coalesce(sql, '') FROM sqlite_schema \
+         WHERE name NOT LIKE 'sqlite_%' AND name <> 'refinery_schema_history' ORDER BY name",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
+}
+
+/// How the file's tables, indexes, triggers and views differ from the
+/// schema the embedded migrations build (in memory, for comparison): one
+/// line per object missing, extra or altered. Empty when they match — a
+/// dropped append-only trigger shows here before any edit it would allow.
+pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mem = Connection::open_in_memory()?;
+    for m in super::migrate::embedded() {
+        mem.execute_batch(m.sql().unwrap_or_default())?;
+    }
+    let want = schema_objects(&mem)?;
+    let have = schema_objects(conn)?;
+    let mut out = Vec::new();
+    for (kind, name, sql) in &want {
+        match have.iter().find(|(_, n, _)| n == name) {
+            None => out.push(format!("{kind} {name} is missing")),
+            Some((_, _, s)) if s != sql => {
+                out.push(format!("{kind} {name} differs from its migration"))
+            }
+            Some(_) => {}
+        }
+    }
+    for (kind, name, _) in &have {
+        if !want.iter().any(|(_, n, _)| n == name) {
+            out.push(format!("{kind} {name} is not part of logbook's schema"));
+        }
+    }
+    Ok(out)
+}

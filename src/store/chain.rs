@@ -194,10 +194,7 @@ pub type SnapshotLink = (i64, Vec<u8>, Option<String>, Option<i64>);
 /// A session's snapshots beside what their checkpoint events recorded:
 /// `(seq, state bytes, recorded sha256 hex, recorded size_bytes)`; the
 /// recorded values are `None` when no event at that seq records a snapshot.
-pub fn snapshot_links(
-    conn: &Connection,
-    session_id: &str,
-) -> rusqlite::Result<Vec<SnapshotLink>> {
+pub fn snapshot_links(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<SnapshotLink>> {
     let mut st = conn.prepare_cached(
         "SELECT s.seq, CAST(s.state AS BLOB), json_extract(e.data, '$.snapshot.sha256'), \
                 json_extract(e.data, '$.snapshot.size_bytes') \

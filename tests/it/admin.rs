@@ -33,6 +33,7 @@ fn doctor_passes_a_healthy_database() {
             "integrity",
             "foreign_keys",
             "hash_chain",
+            "schema_objects",
             "journal_mode",
             "file_modes",
             "wal_size"
@@ -73,13 +74,18 @@ fn doctor_fails_on_a_broken_chain_with_the_report() {
     assert_eq!(d["healthy"], false);
     let checks = check_names(d);
     assert_eq!(checks[3], ("hash_chain".to_owned(), false));
+    // The dropped trigger shows too; the chain's code comes first.
+    assert_eq!(checks[4], ("schema_objects".to_owned(), false));
     assert!(
-        checks.iter().filter(|c| c.0 != "hash_chain").all(|c| c.1),
+        checks
+            .iter()
+            .filter(|c| c.0 != "hash_chain" && c.0 != "schema_objects")
+            .all(|c| c.1),
         "{checks:?}"
     );
     let r = env.run(&["doctor"]);
     assert_eq!(r.code, 6);
-    assert!(r.stdout.contains("hash_chain    PROBLEM"), "{}", r.stdout);
+    assert!(r.stdout.contains("hash_chain      PROBLEM"), "{}", r.stdout);
     assert!(
         r.stderr.starts_with("error[LEDGER_TAMPERED]"),
         "{}",
@@ -233,4 +239,25 @@ fn backup_while_writers_write_is_consistent_and_restores() {
         2,
     );
     assert_eq!(e["details"]["field"], "dest");
+}
+
+/// A dropped append-only trigger is a problem before any edit it would let
+/// through (found by a fresh-user walkthrough).
+#[test]
+fn doctor_notices_a_dropped_trigger() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.sql()
+        .execute_batch("DROP TRIGGER events_no_update")
+        .unwrap();
+    let e = assert_error(&env.json(&["doctor"]), "STORE_CORRUPT", 6);
+    let objects = e["details"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "schema_objects")
+        .unwrap()
+        .clone();
+    assert_eq!(objects["ok"], false);
+    assert_eq!(objects["detail"], "trigger events_no_update is missing");
 }

@@ -345,3 +345,20 @@ fn help_and_version_exit_0() {
         (0, concat!("logbook ", env!("CARGO_PKG_VERSION")))
     );
 }
+
+/// An unknown command is named (when it is a plain word) with clap's
+/// suggestion; found by a fresh-user walkthrough, where every unknown
+/// command was reported as "argument".
+#[test]
+fn an_unknown_command_is_named_with_a_suggestion() {
+    let env = TestEnv::new();
+    let e = assert_error(&env.json(&["sesion", "list"]), "INVALID_ARGUMENT", 2);
+    assert_eq!(
+        e["message"],
+        "unknown command `sesion`; did you mean `session`?"
+    );
+    let e = assert_error(&env.json(&["session", "bogus"]), "INVALID_ARGUMENT", 2);
+    assert_eq!(e["message"], "unknown command `bogus`");
+    assert_eq!(e["details"]["field"], "command");
+    assert!(!env.path().exists());
+}
