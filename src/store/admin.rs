@@ -110,7 +110,7 @@ pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<String>> {
         match have.iter().find(|(_, n, _)| n == name) {
             None => out.push(format!("{kind} {name} is missing")),
             Some((_, _, s)) if s != sql => {
-                out.push(format!("{kind} {name} differs from its migration"))
+                out.push(format!("{kind} {name} differs from its migration"));
             }
             Some(_) => {}
         }
