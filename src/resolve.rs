@@ -20,7 +20,9 @@
 //! `missing_exit` means missing; any other exit, a signal, a command that
 //! cannot start, or one still running at `timeout_ms` (its whole process
 //! group is then killed) means unavailable. Up to [`MAX_PARALLEL`]
-//! resolvers run at once.
+//! resolvers run at once, and all of them together stop at the longest
+//! configured timeout (at least [`MIN_TOTAL_MS`]): what is still running or
+//! waiting then is unavailable too.
 
 use crate::error::{Error, Result};
 use serde::Deserialize;
@@ -35,6 +37,9 @@ pub const MAX_PARALLEL: usize = 8;
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 /// Largest resolver timeout, ms.
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// The least time all of one `show`'s resolvers together may take, ms; the
+/// bound is the longest configured timeout when that is longer.
+pub const MIN_TOTAL_MS: u64 = 10_000;
 /// Default exit code that means "missing".
 pub const DEFAULT_MISSING_EXIT: i32 = 3;
 /// The kinds a resolver may be configured for.
@@ -177,7 +182,29 @@ impl Resolvers {
             .rev()
             .collect();
         let mut running: Vec<(usize, Child, Instant, i32)> = Vec::new();
+        // All of them together get no longer than the longest single timeout
+        // (at least 10 s): many references to a hanging resolver must not
+        // hold `show` for minutes. What has not finished by then is
+        // `unavailable`.
+        let longest = self
+            .by_kind
+            .values()
+            .map(|r| r.timeout_ms)
+            .max()
+            .unwrap_or(0)
+            .max(MIN_TOTAL_MS);
+        let overall = Instant::now() + Duration::from_millis(longest);
         while !pending.is_empty() || !running.is_empty() {
+            if Instant::now() >= overall {
+                for (i, mut child, _, _) in running.drain(..) {
+                    kill_group(&mut child);
+                    out[i] = ResolvedState::Unavailable;
+                }
+                for i in pending.drain(..) {
+                    out[i] = ResolvedState::Unavailable;
+                }
+                break;
+            }
             while running.len() < MAX_PARALLEL {
                 let Some(i) = pending.pop() else { break };
                 let (kind, id) = refs[i];

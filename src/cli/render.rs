@@ -75,7 +75,9 @@ pub fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String 
 }
 
 fn kv(out: &mut String, key: &str, value: &str) {
-    out.push_str(&format!("{key:<11}{value}\n"));
+    // Keys up to 10 characters line up; a longer one (`deployments`) keeps
+    // one space before its value.
+    out.push_str(&format!("{key:<10} {value}\n"));
 }
 
 /// A session as an aligned key/value block.

@@ -247,3 +247,37 @@ fn a_bad_configuration_is_invalid_argument_naming_the_file() {
         assert_eq!(show_with(&env, &config, &bare).code, 0, "{body}");
     }
 }
+
+/// Many references to a hanging resolver stop at the overall bound (the
+/// longest timeout, at least 10 s), not after timeout × references / 8
+/// (found by adversarial testing).
+#[test]
+fn many_hanging_resolvers_share_one_overall_bound() {
+    let env = TestEnv::new();
+    let dir = env.path().parent().unwrap().to_owned();
+    let s = env.create("a");
+    let mut args = vec!["session".to_owned(), "checkpoint".into(), s.clone()];
+    for k in 0..40 {
+        args.push(format!("--plan=pln_{k}"));
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(env.json(&a).code, 0);
+    let plan = dir.join("hang.sh");
+    script(&plan, "sleep 30");
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\ntimeout_ms = 6000\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let r = show_with(&env, &config, &s);
+    let took = t.elapsed();
+    assert_eq!(r.code, 0);
+    assert!(states(&r.data()).iter().all(|x| x.2 == "unavailable"));
+    // 40 references × 6 s / 8 at once would be 30 s; the bound is 10 s.
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
