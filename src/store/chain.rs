@@ -209,8 +209,9 @@ pub fn snapshot_links(conn: &Connection, session_id: &str) -> rusqlite::Result<V
     Ok(out)
 }
 
-/// The first checkpoint event of a session that records a snapshot whose
-/// row is gone.
+/// The first checkpoint event of a session that records a snapshot (its
+/// `data.snapshot.sha256`) whose row is gone. (An imported Amber checkpoint
+/// keeps its file under `data.snapshot` without a hash: not a snapshot row.)
 pub fn first_missing_snapshot(
     conn: &Connection,
     session_id: &str,
@@ -218,7 +219,7 @@ pub fn first_missing_snapshot(
     use rusqlite::OptionalExtension;
     conn.prepare_cached(
         "SELECT min(e.seq) FROM events e WHERE e.session_id = ?1 AND e.type = 'checkpoint' \
-         AND json_extract(e.data, '$.snapshot') IS NOT NULL \
+         AND json_extract(e.data, '$.snapshot.sha256') IS NOT NULL \
          AND NOT EXISTS (SELECT 1 FROM session_snapshots s WHERE s.session_id = e.session_id AND s.seq = e.seq)",
     )?
     .query_row(params![session_id], |r| r.get::<_, Option<i64>>(0))
