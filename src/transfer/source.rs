@@ -173,6 +173,7 @@ impl Source for JsonlSource {
             };
             self.offset += n;
             self.line += 1;
+            strip_bom(&mut self.buf, self.line);
             if !too_long && self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
@@ -203,6 +204,7 @@ impl Source for JsonlSource {
         let mut r = BufReader::new(f);
         let got = read_line_capped(&mut r, &mut self.buf, MAX_SESSION_INPUT_BYTES)
             .map_err(|e| io_err(ctx(), e))?;
+        strip_bom(&mut self.buf, *line);
         let item = match got {
             Line::Eof => None,
             Line::Text(_) => Some(self.item_from_buf(*line, loc.clone(), false)),
@@ -451,5 +453,13 @@ impl Drop for PrivateFile {
         if !self.done {
             let _ = fs::remove_file(&self.tmp);
         }
+    }
+}
+
+/// Drops a UTF-8 byte order mark at the start of the input's first line
+/// (editors on some systems write one; JSON Lines never means it).
+fn strip_bom(buf: &mut Vec<u8>, line: u64) {
+    if line == 1 && buf.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        buf.drain(..3);
     }
 }

@@ -1301,3 +1301,21 @@ fn imported_times_and_usage_must_be_consistent_and_in_range() {
         assert_eq!(rows_anywhere(&target, &s), 0);
     }
 }
+
+/// A UTF-8 byte order mark before the first line is not part of the JSON
+/// (found by adversarial testing: it used to reject the first session).
+#[test]
+fn a_byte_order_mark_before_the_first_line_is_ignored() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.create("b");
+    let text = export_jsonl(&env);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bom.jsonl");
+    let mut bytes = vec![0xEF, 0xBB, 0xBF];
+    bytes.extend_from_slice(text.as_bytes());
+    std::fs::write(&file, bytes).unwrap();
+    let other = TestEnv::new();
+    assert_counts(&import_ok(&other, "jsonl", &file), 2, 0, 0);
+    assert_eq!(export_jsonl(&other), text);
+}
