@@ -50,15 +50,8 @@ static OUTPUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// command (the write it reports on has already committed); any other write
 /// failure is reported on stderr and makes the command exit 1.
 pub fn write_stdout(bytes: &[u8]) {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            OUTPUT_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
-            write_stderr(&format!("error[INTERNAL]: cannot write the output: {e}\n"));
-        }
-    }
+    // A closed pipe ends nothing here: the command has already done its work.
+    let _ = write_stdout_open(bytes);
 }
 
 /// Writes to stdout for a stream (`events --follow`): `false` once the

@@ -16,6 +16,7 @@
 //! mark and append nothing more until `reset` clears it (or a new budget
 //! leaves usage within every limit again).
 
+use super::db;
 use super::sessions::{key_digest, parse_session_id, read_back, replay, validate_key, VerbDigest};
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
@@ -57,10 +58,6 @@ pub struct SetBudget {
     pub on_exceed: Option<OnExceed>,
 }
 
-pub(super) fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
-}
-
 /// Checks one amount: an integer in 0..=2^53−1.
 ///
 /// # Errors
@@ -87,6 +84,22 @@ pub(super) fn add_total(field: &str, total: i64, add: i64) -> Result<i64> {
             ),
         )),
     }
+}
+
+/// [`live_state`] for a write: also refuses LEASE_HELD / LEASE_NOT_FOUND
+/// when someone else's live lease holds the session (issue 4 §6), as
+/// every session mutation does.
+pub(super) fn writable_state(
+    tx: &Connection,
+    id: &str,
+    verb: &str,
+    if_rev: Option<i64>,
+    lease: Option<&str>,
+    now: i64,
+) -> Result<SessionState> {
+    let st = live_state(tx, id, verb, if_rev)?;
+    super::leases::check_lease(tx, id, lease, now)?;
+    Ok(st)
 }
 
 /// Reads the session's state under the write lock and refuses what a
@@ -422,9 +435,7 @@ impl Ledger {
             if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
                 return Ok(s);
             }
-            let st = live_state(tx, id, "record usage of", m.if_rev)?;
-            // A live lease held by someone else refuses the write (issue 4 §6).
-            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
+            let st = writable_state(tx, id, "record usage of", m.if_rev, m.lease.as_deref(), now)?;
             let usage = add_usage(&st.usage, &add)?;
             let at = now.max(st.updated_at_ms);
             let crossing = apply_usage(tx, id, &st, &usage, at)?;
@@ -521,9 +532,14 @@ impl Ledger {
             if replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())?.is_some() {
                 return self.check_in(tx, id);
             }
-            let st = live_state(tx, id, "set the budget of", m.if_rev)?;
-            // A live lease held by someone else refuses the write (issue 4 §6).
-            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
+            let st = writable_state(
+                tx,
+                id,
+                "set the budget of",
+                m.if_rev,
+                m.lease.as_deref(),
+                now,
+            )?;
             let old = sb::select_budget(tx, id).map_err(db)?;
             let mut b = old.clone().unwrap_or_default();
             b.max_tokens = req.max_tokens.or(b.max_tokens);
@@ -613,9 +629,7 @@ impl Ledger {
             if replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())?.is_some() {
                 return self.check_in(tx, id);
             }
-            let st = live_state(tx, id, "reset the budget of", m.if_rev)?;
-            // A live lease held by someone else refuses the write (issue 4 §6).
-            super::leases::check_lease(tx, id, m.lease.as_deref(), now)?;
+            let st = writable_state(tx, id, "reset the budget of", m.if_rev, m.lease.as_deref(), now)?;
             let Some(b) = sb::select_budget(tx, id).map_err(db)? else {
                 return Err(Error::invalid(
                     "budget",

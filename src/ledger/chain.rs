@@ -5,6 +5,7 @@ use super::Ledger;
 use crate::chain::GENESIS;
 use crate::error::{Error, Result};
 use crate::store::chain as sql;
+use crate::store::sessions as ss;
 use serde::Serialize;
 
 /// What `verify` checked, when every chain holds.
@@ -191,7 +192,7 @@ impl Ledger {
                 }
             } else {
                 for id in ids {
-                    let Some(rev) = sql::session_rev(conn, id).map_err(db)? else {
+                    let Some((_, rev)) = ss::select_status_rev(conn, id).map_err(db)? else {
                         return Err(Error::SessionNotFound { id: id.clone() });
                     };
                     one(id.clone(), rev, true).map_err(db)?;

@@ -12,6 +12,7 @@
 //! and never repeats one. `tests/it/feed.rs` races writer processes against
 //! a follower to hold this to account.
 
+use super::db;
 use super::sessions::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -108,10 +109,6 @@ fn plan(q: &FeedQuery) -> Result<Plan> {
     })
 }
 
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
-}
-
 impl Ledger {
     /// One page of the global feed: events of all sessions (or of the given
     /// ones) after the cursor, in `event_id` order, in one read snapshot.
@@ -166,7 +163,7 @@ impl Ledger {
                 all.last()
                     .map_or(p.after, |e| e.event_id)
                     .max(p.after)
-                    .max(newest_event_id(conn)?)
+                    .max(sql::newest_event_id(conn).map_err(db)?)
             };
             Ok((
                 FeedPage {
@@ -227,8 +224,4 @@ impl Ledger {
             }
         }
     }
-}
-
-fn newest_event_id(conn: &rusqlite::Connection) -> Result<i64> {
-    sql::newest_event_id(conn).map_err(db)
 }

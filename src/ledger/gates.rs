@@ -13,6 +13,7 @@
 //!
 //! A gate records a decision; it authorizes nothing.
 
+use super::db;
 use super::sessions::{
     conditional_update, diagnose, key_digest, parse_session_id, read_back, replay, validate_key,
     VerbDigest,
@@ -43,10 +44,6 @@ struct GateData<'a> {
     round: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<&'a str>,
-}
-
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
 }
 
 pub(super) fn to_gate(g: GateRow) -> Gate {

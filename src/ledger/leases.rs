@@ -19,6 +19,7 @@
 //!   the seed's lock "prevents concurrent modifications" — and applies
 //!   when there is no lease or only a dead one.
 
+use super::db;
 use super::sessions::{diagnose, parse_session_id, read_back, replay, validate_key};
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
@@ -178,10 +179,6 @@ fn new_token() -> Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
     Ok(format!("{TOKEN_PREFIX}{}", hex::encode(bytes)))
-}
-
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
 }
 
 /// The lease rule every mutation of an existing session applies inside its

@@ -51,6 +51,12 @@ use rusqlite::Connection;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+/// A driver error inside a `Ledger` method's transaction, classified by
+/// SQLite's code; the method's `fill_path` adds the path and busy timeout.
+pub(super) fn db(e: rusqlite::Error) -> Error {
+    Error::from_sqlite(e, 0)
+}
+
 /// Default `wal_autocheckpoint`: 10,000 pages (≈ 40 MiB of WAL). Ten times
 /// SQLite's default: checkpoints run a tenth as often and copy each hot page
 /// once instead of many times, which measured 1.2× → 1.8× checkpoint

@@ -12,7 +12,8 @@
 //! stays the last of the timeline. The session's rev goes up by 1 for the
 //! whole change (one mutation), however many runs it cancels.
 
-use super::budgets::{db, push_event};
+use super::budgets::push_event;
+use super::db;
 use crate::error::{Error, Result};
 use crate::model::ActorType;
 use crate::store::runs as sr;

@@ -25,7 +25,10 @@
 //! running runs in the same transaction (`ledger::run_end`), so no run is
 //! left unfinished in a frozen session.
 
-use super::budgets::{add_total, add_usage, apply_usage, check_count, db, live_state, push_event};
+use super::budgets::{
+    add_total, add_usage, apply_usage, check_count, live_state, push_event, writable_state,
+};
+use super::db;
 use super::sessions::{key_digest, parse_session_id, validate_key, VerbDigest};
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
@@ -184,9 +187,14 @@ impl Ledger {
             if let Some(r) = replay_run(tx, session_id, m, dg.as_deref())? {
                 return Ok(r);
             }
-            let st = live_state(tx, session_id, "create a run in", m.if_rev)?;
-            // A live lease held by someone else refuses the write (issue 4 §6).
-            super::leases::check_lease(tx, session_id, m.lease.as_deref(), now)?;
+            let st = writable_state(
+                tx,
+                session_id,
+                "create a run in",
+                m.if_rev,
+                m.lease.as_deref(),
+                now,
+            )?;
             let at = now.max(st.updated_at_ms);
             let mut attempt = 0;
             let run_id = loop {
@@ -412,9 +420,7 @@ impl Ledger {
             }
             // A terminal session first: its runs, all ended with it (see
             // `run_end`), are refused as SESSION_INVALID_TRANSITION.
-            let st = live_state(tx, &sid, "change a run of", None)?;
-            // A live lease held by someone else refuses the write (issue 4 §6).
-            super::leases::check_lease(tx, &sid, m.lease.as_deref(), now)?;
+            let st = writable_state(tx, &sid, "change a run of", None, m.lease.as_deref(), now)?;
             if verb.apply(run.status).is_none() {
                 return Err(Error::RunInvalidTransition {
                     id: run_id.to_owned(),

@@ -6,6 +6,7 @@
 //! SESSION_INVALID_TRANSITION or SESSION_CONFLICT), the event insert, and the
 //! read-back of the whole session. Spec: §1, §2, §5.
 
+use super::db;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Event, EventType, Session, SessionId, SessionStatus, Verb};
@@ -258,11 +259,6 @@ pub(super) fn replay(
         Some(stored) if stored == dg => Ok(ss::find_session(conn, id).map_err(db)?),
         Some(_) => Err(key_reused()),
     }
-}
-
-/// Driver errors inside a transaction; the Ledger fills in the path.
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
 }
 
 /// Reports why a conditional UPDATE changed no row.

@@ -12,6 +12,7 @@
 //! child session (parent = the source) whose context and stage come from
 //! the snapshot (event `forked` on both).
 
+use super::db;
 use super::sessions::{
     conditional_update, diagnose, key_digest, new_session_id, parse_session_id, read_back,
     redacted_json_text, replay, validate_key, VerbDigest, CREATED_CLAMP_MS,
@@ -87,10 +88,6 @@ pub struct ForkRequest {
     pub checkpoint: Option<i64>,
     /// The child's title (1–200 characters); `None`: the source's.
     pub title: Option<String>,
-}
-
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
 }
 
 fn info(s: SnapshotRow) -> SnapshotInfo {

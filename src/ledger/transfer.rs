@@ -8,6 +8,7 @@
 //! queue), one SAVEPOINT per session: a session is written whole or not at
 //! all, and the lock is never held while waiting for input. Formats and mappings: `docs/import-export.md`.
 
+use super::db;
 use super::sessions::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -22,10 +23,6 @@ use crate::transfer::{
 use rusqlite::{params, Connection, OptionalExtension};
 use std::io::{self, BufRead, Write};
 use std::path::Path;
-
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
-}
 
 fn write_err(e: io::Error) -> Error {
     Error::Io {

@@ -1,6 +1,7 @@
 //! Hierarchies (issue 4 §2): `session tree` and the child counts, blocking
 //! gate and lease that `show` adds.
 
+use super::db;
 use super::gates::pending_gate;
 use super::leases::{lease_info, LeaseInfo};
 use super::sessions::parse_session_id;
@@ -74,10 +75,6 @@ pub(super) struct WorkflowView {
     pub(super) children: ChildCounts,
     pub(super) blocking_gate: Option<Gate>,
     pub(super) lease: Option<LeaseInfo>,
-}
-
-fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
 }
 
 /// Child counts by status.

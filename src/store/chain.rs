@@ -165,14 +165,6 @@ pub fn sessions_by_id(
     Ok(())
 }
 
-/// The rev of one session, if it exists.
-pub fn session_rev(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
-    use rusqlite::OptionalExtension;
-    conn.prepare_cached("SELECT rev FROM sessions WHERE session_id = ?1")?
-        .query_row(params![id], |r| r.get(0))
-        .optional()
-}
-
 /// The first event whose session does not exist (only possible with the
 /// triggers and foreign keys off): `(session_id, seq)`.
 pub fn first_orphan(conn: &Connection) -> rusqlite::Result<Option<(String, i64)>> {

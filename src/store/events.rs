@@ -79,12 +79,16 @@ pub struct NewEvent<'a> {
 
 /// Appends an event; returns its `(event_id, seq)`.
 pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i64, i64)> {
-    let (seq, at_ms, prev): (i64, i64, Option<Vec<u8>>) =
-        conn.prepare_cached(SELECT_NEXT_EVENT)?
-            .query_row(params![e.session_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
-    let prev = chain_link(prev.as_deref());
+    // The previous hash is copied straight out of the row (no allocation).
+    let (seq, at_ms, prev): (i64, i64, [u8; 32]) = conn
+        .prepare_cached(SELECT_NEXT_EVENT)?
+        .query_row(params![e.session_id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                chain_link(r.get_ref(2)?.as_bytes_or_null()?),
+            ))
+        })?;
     let actor = e.actor_type.as_str();
     let hash = chain::event_hash(
         &prev,

@@ -166,16 +166,9 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(db_err)?;
-    conn.busy_handler(Some(busy::handler)).map_err(db_err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(db_err)?;
-    // Detect damaged B-tree cells on read (STORE_CORRUPT) instead of
-    // trusting them; a full check is `PRAGMA integrity_check`.
-    conn.pragma_update(None, "cell_size_check", true)
-        .map_err(db_err)?;
-
-    let probe = migrate::probe(&conn).map_err(db_err)?;
-    migrate::check_probe(&probe, &display)?;
+    let probe = checked_probe(&mut conn, &display, db_err)?;
     // Ours (or brand new and empty): now it is safe to tighten its mode.
     // -wal/-shm created from here on take the DB file's (now 0600) mode.
     tighten_existing(&cfg.path)?;
@@ -200,6 +193,23 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         })?;
     }
     Ok(conn)
+}
+
+/// What every connection does before it trusts the file, read-write or
+/// read-only: install the busy handler, check B-tree cells on read (damage
+/// is STORE_CORRUPT instead of trusted; a full check is `integrity_check`),
+/// and refuse a foreign or newer database without writing anything.
+fn checked_probe(
+    conn: &mut Connection,
+    display: &str,
+    db_err: impl Fn(rusqlite::Error) -> Error,
+) -> Result<migrate::Probe> {
+    conn.busy_handler(Some(busy::handler)).map_err(&db_err)?;
+    conn.pragma_update(None, "cell_size_check", true)
+        .map_err(&db_err)?;
+    let probe = migrate::probe(conn).map_err(&db_err)?;
+    migrate::check_probe(&probe, display)?;
+    Ok(probe)
 }
 
 /// Fills the path into STORE_CORRUPT errors raised by the driver.
@@ -298,14 +308,10 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
         }
         Err(e) => return Err(db_err(e)),
     };
-    conn.busy_handler(Some(busy::handler)).map_err(db_err)?;
     conn.pragma_update(None, "query_only", true)
         .map_err(db_err)?;
-    conn.pragma_update(None, "cell_size_check", true)
-        .map_err(db_err)?;
     let _ = conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0);
-    let probe = migrate::probe(&conn).map_err(db_err)?;
-    migrate::check_probe(&probe, &display)?;
+    let probe = checked_probe(&mut conn, &display, db_err)?;
     if probe.user_version < migrate::latest_version() {
         return Err(Error::StoreIo {
             context: format!(

@@ -17,16 +17,12 @@ pub const UPDATE_GATE_AUTO: [&str; 2] = [
     update_sessions!("", "status = 'active'", ""),
     update_sessions!("", "status = 'active'", " AND rev = ?3"),
 ];
-/// A blocking gate: active → paused. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_GATE_WAIT: [&str; 2] = [
-    update_sessions!(", status = 'paused'", "status = 'active'", ""),
-    update_sessions!(", status = 'paused'", "status = 'active'", " AND rev = ?3"),
-];
-/// Approve: paused → active. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_GATE_APPROVE: [&str; 2] = [
-    update_sessions!(", status = 'active'", "status = 'paused'", ""),
-    update_sessions!(", status = 'active'", "status = 'paused'", " AND rev = ?3"),
-];
+/// A blocking gate: active → paused, the `pause` statement itself (one
+/// cached statement for both). ?1 id, ?2 now ms; guarded: ?3 rev.
+pub const UPDATE_GATE_WAIT: [&str; 2] = super::sessions::UPDATE_PAUSE;
+/// Approve: paused → active, the `resume` statement itself. ?1 id, ?2 now
+/// ms; guarded: ?3 rev.
+pub const UPDATE_GATE_APPROVE: [&str; 2] = super::sessions::UPDATE_RESUME;
 /// Reject: paused → failed. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
 pub const UPDATE_GATE_REJECT: [&str; 2] = [
     update_sessions!(
