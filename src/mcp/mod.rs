@@ -310,7 +310,7 @@ impl rmcp::ServerHandler for McpServer {
             .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "logbook records agent work sessions. Create a session, checkpoint its steps, \
-                 then complete or fail it. Tool errors carry a stable `code` (SPEC §3).",
+                 then complete or fail it. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
             )
     }
 
