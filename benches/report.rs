@@ -34,46 +34,31 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         rusqlite::version()
     );
-    // LOGBOOK_BENCH_ONLY=cli,pages,normal,full,writers,list,chain,follow,import,runs,mcp,dashboard runs a subset.
+    // LOGBOOK_BENCH_ONLY=cli,pages,… (names below, comma-separated) runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
-    let run = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
-    if run("cli") {
-        cli_section(dir.path());
-    }
-    if run("pages") {
-        pages_section(dir.path());
-    }
-    if run("normal") {
-        throughput_section(dir.path(), SyncMode::Normal);
-    }
-    if run("full") {
-        throughput_section(dir.path(), SyncMode::Full);
-    }
-    if run("writers") {
-        writers_section(dir.path());
-    }
-    if run("list") {
-        list_section(dir.path());
-    }
-    if run("chain") {
-        chain_section(dir.path());
-    }
-    if run("follow") {
-        follow_section(dir.path());
-    }
-    if run("import") {
-        import_section(dir.path());
-    }
-    if run("runs") {
-        runs_section(dir.path());
-    }
-    if run("dashboard") {
-        dashboard_section(dir.path());
-    }
-    if run("mcp") {
-        mcp::section(dir.path());
+    let sections: [(&str, &Section); 12] = [
+        ("cli", &cli_section),
+        ("pages", &pages_section),
+        ("normal", &|d| throughput_section(d, SyncMode::Normal)),
+        ("full", &|d| throughput_section(d, SyncMode::Full)),
+        ("writers", &writers_section),
+        ("list", &list_section),
+        ("chain", &chain_section),
+        ("follow", &follow_section),
+        ("import", &import_section),
+        ("runs", &runs_section),
+        ("dashboard", &dashboard_section),
+        ("mcp", &mcp::section),
+    ];
+    for (name, section) in sections {
+        if only.is_empty() || only.split(',').any(|o| o == name) {
+            section(dir.path());
+        }
     }
 }
+
+/// One report section, writing its scratch files under the given folder.
+type Section = dyn Fn(&Path);
 
 #[path = "report/mcp.rs"]
 mod mcp;

@@ -431,10 +431,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             let st = writable_state(tx, id, "record usage of", m.if_rev, m.lease.as_deref(), now)?;
             let usage = add_usage(&st.usage, &add)?;
             let at = now.max(st.updated_at_ms);
@@ -455,7 +452,6 @@ impl Ledger {
             }
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// The session's budget and where usage stands against it (`session

@@ -15,15 +15,14 @@
 
 use super::db;
 use super::sessions::{
-    conditional_update, diagnose, key_digest, parse_session_id, read_back, replay, validate_key,
-    VerbDigest,
+    conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
 };
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Gate, GateKind, GateStatus, Session, Verb};
 use crate::redact::{redact, redact_opt};
 use crate::store::sessions as ss;
-use crate::store::workflow::{self as ws, GateRow, NewGate};
+use crate::store::workflow::{self as ws, GateFull, GateRow, NewGate};
 use crate::validate::{self as v, Lines};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -46,7 +45,7 @@ struct GateData<'a> {
     outcome: Option<&'a str>,
 }
 
-pub(super) fn to_gate(g: GateRow) -> Gate {
+pub(super) fn to_gate(g: GateFull) -> Gate {
     Gate {
         kind: g.kind.parse().unwrap_or(GateKind::UserApproval),
         status: g.status.parse().unwrap_or(GateStatus::Pending),
@@ -99,12 +98,12 @@ fn pending_round(tx: &Connection, id: &str, name: &str) -> Result<GateRow> {
             gate: name.to_owned(),
         });
     };
-    if g.status != GateStatus::Pending.as_str() {
+    if g.gate.status != GateStatus::Pending.as_str() {
         return Err(Error::GateAlreadyDecided {
             id: id.to_owned(),
-            gate: g.name,
-            status: g.status,
-            decided_seq: g.decided_seq.unwrap_or(g.opened_seq),
+            gate: g.gate.name,
+            status: g.gate.status,
+            decided_seq: g.gate.decided_seq.unwrap_or(g.gate.opened_seq),
         });
     }
     Ok(g)
@@ -154,21 +153,18 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             if !conditional_update(tx, sql, id, now, None, m.if_rev)? {
                 return Err(diagnose(tx, id, verb, m.if_rev)?);
             }
             let round = match ws::find_latest_gate(tx, id, name).map_err(db)? {
-                Some(g) if g.status == GateStatus::Pending.as_str() => {
+                Some(g) if g.gate.status == GateStatus::Pending.as_str() => {
                     return Err(Error::GatePending {
                         id: id.to_owned(),
-                        gate: g.name,
+                        gate: g.gate.name,
                     })
                 }
-                Some(g) => g.round + 1,
+                Some(g) => g.gate.round + 1,
                 None => 1,
             };
             let data = data_text(&GateData {
@@ -202,7 +198,6 @@ impl Ledger {
             .map_err(db)?;
             Ok(s)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// Approves the pending gate `name`: the session resumes (paused →
@@ -295,10 +290,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             let g = pending_round(tx, id, name)?;
             // The reason is stored as end_reason by a rejection only.
             let stored = reject.and(text.as_deref());
@@ -311,8 +303,8 @@ impl Ledger {
             }
             let data = data_text(&GateData {
                 gate: name,
-                kind: &g.kind,
-                round: g.round,
+                kind: &g.gate.kind,
+                round: g.gate.round,
                 outcome,
             })?;
             let seq = self.append(
@@ -337,7 +329,6 @@ impl Ledger {
             .map_err(db)?;
             Ok(s)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// `gate list`: every gate of a session, oldest first.

@@ -20,7 +20,7 @@
 //!   when there is no lease or only a dead one.
 
 use super::db;
-use super::sessions::{diagnose, parse_session_id, read_back, replay, validate_key};
+use super::sessions::{diagnose, parse_session_id, read_back, validate_key};
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
@@ -430,10 +430,7 @@ impl Ledger {
         )?;
         let host = hostname();
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, &m, dg.as_deref(), |tx| {
             if !touch(tx, id, now, m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::Lease, m.if_rev)?);
             }
@@ -459,6 +456,5 @@ impl Ledger {
             ws::delete_lease(tx, id).map_err(db)?;
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 }

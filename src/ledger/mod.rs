@@ -304,6 +304,21 @@ impl Ledger {
         )
     }
 
+    /// Fills this handle's busy timeout and path into an error raised with
+    /// placeholders by code that does not know them (the `db` mapper).
+    pub(super) fn fill_path(&self, e: Error) -> Error {
+        match e {
+            Error::Busy { .. } => Error::Busy {
+                timeout_ms: self.opts.busy_timeout_ms,
+            },
+            Error::Corrupt { reason, .. } => Error::Corrupt {
+                path: self.path.display().to_string(),
+                reason,
+            },
+            other => other,
+        }
+    }
+
     fn now_ms(&self) -> i64 {
         self.opts.clock.now_ms()
     }

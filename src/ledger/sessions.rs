@@ -9,7 +9,7 @@
 use super::db;
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::model::{Event, EventType, Session, SessionId, SessionStatus, Verb};
+use crate::model::{ActorType, Event, EventType, Session, SessionId, SessionStatus, Verb};
 use crate::redact::{redact, redact_json, redact_opt};
 use crate::resolve::{config_path, Resolvers};
 use crate::store::events::{self as ev, NewEvent};
@@ -301,6 +301,113 @@ pub(super) fn new_session_id() -> Result<SessionId> {
     Ok(SessionId::from_bytes(bytes))
 }
 
+/// A new session's columns, validated and redacted (create and fork).
+pub(super) struct NewSessionRow<'a> {
+    pub status: SessionStatus,
+    pub title: &'a str,
+    pub app: Option<&'a str>,
+    pub agent_id: Option<&'a str>,
+    pub route: Option<&'a str>,
+    pub stage: Option<&'a str>,
+    pub parent_session_id: Option<&'a str>,
+    /// De-duplicated, in order.
+    pub tags: &'a [String],
+    pub goal: Option<&'a str>,
+    /// Compact JSON object text.
+    pub context: &'a str,
+    /// Compact JSON object text.
+    pub metadata: &'a str,
+    pub actor: ActorType,
+    /// The `detail` of its `created` event.
+    pub created_detail: &'a str,
+    /// (key hash, request digest) stored with the `created` event.
+    pub idempotency: Option<(&'a str, &'a str)>,
+}
+
+/// Inserts a new session at rev 1: its row under a fresh id (retried on the
+/// vanishingly rare collision of 64 random bits), its `session_data` and
+/// tag rows, and its `created` event (seq 0). The creation time is `now`,
+/// held monotonic across a clock step back of up to [`CREATED_CLAMP_MS`]
+/// (so created order is insertion order; a larger gap means a skewed clock
+/// wrote the newest row, and following it would pin every later session to
+/// that time). Returns the new id.
+pub(super) fn insert_session(
+    tx: &Connection,
+    now: i64,
+    s: &NewSessionRow<'_>,
+) -> Result<SessionId> {
+    let newest: Option<i64> = tx
+        .prepare_cached(ss::SELECT_MAX_CREATED)
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .map_err(db)?;
+    let created_at_ms = match newest {
+        Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
+        _ => now,
+    };
+    let tags_json = serde_json::to_string(s.tags).map_err(|e| Error::internal(e.to_string()))?;
+    let mut attempt = 0;
+    let (id, insert_seq) = loop {
+        let id = new_session_id()?;
+        let res = tx.prepare_cached(ss::INSERT_SESSION).and_then(|mut st| {
+            st.execute(params![
+                id.as_str(),
+                s.status.as_str(),
+                s.title,
+                s.app,
+                s.agent_id,
+                s.route,
+                s.stage,
+                s.parent_session_id,
+                tags_json,
+                s.actor.as_str(),
+                Option::<&str>::None,
+                0_i64,
+                created_at_ms,
+            ])
+        });
+        match res {
+            Ok(_) => break (id, tx.last_insert_rowid()),
+            Err(e)
+                if attempt < 3
+                    && e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+            {
+                attempt += 1;
+            }
+            Err(e) => return Err(db(e)),
+        }
+    };
+    tx.prepare_cached(ss::INSERT_SESSION_DATA)
+        .and_then(|mut st| {
+            st.execute(params![
+                insert_seq,
+                id.as_str(),
+                s.goal,
+                s.context,
+                s.metadata
+            ])
+        })
+        .map_err(db)?;
+    for t in s.tags {
+        tx.prepare_cached(ss::INSERT_TAG)
+            .and_then(|mut st| st.execute(params![t, created_at_ms, insert_seq, id.as_str()]))
+            .map_err(db)?;
+    }
+    ev::insert_event(
+        tx,
+        &NewEvent {
+            session_id: id.as_str(),
+            event_type: EventType::Created.as_str(),
+            actor_type: s.actor,
+            detail: Some(s.created_detail),
+            data: None,
+            idempotency: s.idempotency,
+            run_id: None,
+        },
+    )
+    .map_err(db)?;
+    Ok(id)
+}
+
 #[derive(Serialize)]
 struct CreateDigest<'a> {
     verb: &'static str,
@@ -394,7 +501,6 @@ impl Ledger {
         }
         let context = redacted_json_text(&req.context)?;
         let metadata = redacted_json_text(&req.metadata)?;
-        let tags_json = serde_json::to_string(&tags).map_err(|e| Error::internal(e.to_string()))?;
         let status = if req.pending {
             SessionStatus::Pending
         } else {
@@ -436,83 +542,26 @@ impl Ledger {
                     return Err(Error::SessionNotFound { id: p.clone() });
                 }
             }
-            let newest: Option<i64> = tx
-                .prepare_cached(ss::SELECT_MAX_CREATED)
-                .and_then(|mut st| st.query_row([], |r| r.get(0)))
-                .map_err(db)?;
-            // Keep creation times monotonic across a small clock step back
-            // (up to a minute), so created order is insertion order; a larger
-            // gap means a skewed clock wrote the newest row, and following it
-            // would pin every later session to that time.
-            let created_at_ms = match newest {
-                Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
-                _ => now,
-            };
-            // A random 64-bit id colliding is vanishingly rare; retry anyway.
-            let mut attempt = 0;
-            let (id, insert_seq) = loop {
-                let id = new_session_id()?;
-                let res = tx.prepare_cached(ss::INSERT_SESSION).and_then(|mut st| {
-                    st.execute(params![
-                        id.as_str(),
-                        status.as_str(),
-                        title,
-                        app,
-                        agent_id,
-                        route,
-                        stage,
-                        req.parent_session_id,
-                        tags_json,
-                        actor.as_str(),
-                        Option::<&str>::None,
-                        0_i64,
-                        created_at_ms,
-                    ])
-                });
-                match res {
-                    Ok(_) => break (id, tx.last_insert_rowid()),
-                    Err(e)
-                        if attempt < 3
-                            && e.sqlite_error_code()
-                                == Some(rusqlite::ErrorCode::ConstraintViolation) =>
-                    {
-                        attempt += 1;
-                    }
-                    Err(e) => return Err(db(e)),
-                }
-            };
-            tx.prepare_cached(ss::INSERT_SESSION_DATA)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        insert_seq,
-                        id.as_str(),
-                        goal,
-                        context.as_deref().unwrap_or("{}"),
-                        metadata.as_deref().unwrap_or("{}")
-                    ])
-                })
-                .map_err(db)?;
-            for t in &tags {
-                tx.prepare_cached(ss::INSERT_TAG)
-                    .and_then(|mut st| {
-                        st.execute(params![t, created_at_ms, insert_seq, id.as_str()])
-                    })
-                    .map_err(db)?;
-            }
-            let key = req.idempotency_key.as_deref().zip(dg.as_deref());
-            ev::insert_event(
+            let id = insert_session(
                 tx,
-                &NewEvent {
-                    session_id: id.as_str(),
-                    event_type: EventType::Created.as_str(),
-                    actor_type: actor,
-                    detail: Some("session created"),
-                    data: None,
-                    idempotency: key,
-                    run_id: None,
+                now,
+                &NewSessionRow {
+                    status,
+                    title: &title,
+                    app: app.as_deref(),
+                    agent_id: agent_id.as_deref(),
+                    route: route.as_deref(),
+                    stage: stage.as_deref(),
+                    parent_session_id: req.parent_session_id.as_deref(),
+                    tags: &tags,
+                    goal: goal.as_deref(),
+                    context: context.as_deref().unwrap_or("{}"),
+                    metadata: metadata.as_deref().unwrap_or("{}"),
+                    actor,
+                    created_detail: "session created",
+                    idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
                 },
-            )
-            .map_err(db)?;
+            )?;
             ss::find_session(tx, id.as_str())
                 .map_err(db)?
                 .ok_or_else(|| Error::internal("a created session could not be read back"))
@@ -520,17 +569,24 @@ impl Ledger {
         .map_err(|e| self.fill_path(e))
     }
 
-    pub(super) fn fill_path(&self, e: Error) -> Error {
-        match e {
-            Error::Busy { .. } => Error::Busy {
-                timeout_ms: self.opts.busy_timeout_ms,
+    /// Runs a session mutation in one write transaction. A retry of an
+    /// applied request (same idempotency key, same request digest `dg`)
+    /// returns the session as it stands and applies nothing again (SPEC §5);
+    /// otherwise `f` runs. Errors carry this handle's path and busy timeout.
+    pub(super) fn mutate(
+        &self,
+        id: &str,
+        m: &Mutation,
+        dg: Option<&str>,
+        f: impl FnOnce(&Connection) -> Result<Session>,
+    ) -> Result<Session> {
+        self.write(
+            |tx| match replay(tx, id, m.idempotency_key.as_deref(), dg)? {
+                Some(s) => Ok(s),
+                None => f(tx),
             },
-            Error::Corrupt { reason, .. } => Error::Corrupt {
-                path: self.path.display().to_string(),
-                reason,
-            },
-            other => other,
-        }
+        )
+        .map_err(|e| self.fill_path(e))
     }
 
     /// The shared transition: conditional UPDATE of status, then one event.
@@ -584,10 +640,7 @@ impl Ledger {
             _ => None,
         };
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             if verb == Verb::Resume {
                 super::gates::refuse_if_pending(tx, id)?;
             }
@@ -615,7 +668,6 @@ impl Ledger {
             )?;
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// Appends the mutation's event; returns its seq.
@@ -764,10 +816,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             if !conditional_update(tx, ss::UPDATE_CHECKPOINT, id, now, None, m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::Checkpoint, m.if_rev)?);
             }
@@ -789,7 +838,6 @@ impl Ledger {
             }
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// Appends an agent's own `x.` event to a live session (rev + 1).
@@ -824,10 +872,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             if !conditional_update(tx, ss::UPDATE_TOUCH, id, now, None, m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::AppendEvent, m.if_rev)?);
             }
@@ -842,7 +887,6 @@ impl Ledger {
             )?;
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// The whole session, or SESSION_NOT_FOUND.

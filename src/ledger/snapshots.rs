@@ -14,12 +14,12 @@
 
 use super::db;
 use super::sessions::{
-    conditional_update, diagnose, key_digest, new_session_id, parse_session_id, read_back,
-    redacted_json_text, replay, validate_key, VerbDigest, CREATED_CLAMP_MS,
+    conditional_update, diagnose, insert_session, key_digest, parse_session_id, read_back,
+    redacted_json_text, validate_key, NewSessionRow, VerbDigest,
 };
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
-use crate::model::{EventType, Session, Verb};
+use crate::model::{EventType, Session, SessionStatus, Verb};
 use crate::redact::redact;
 use crate::store::events::{self as ev, NewEvent};
 use crate::store::sessions as ss;
@@ -198,10 +198,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             let snap = snapshot(tx, id, Some(seq))?;
             let n = match m.if_rev {
                 None => tx
@@ -232,7 +229,6 @@ impl Ledger {
             )?;
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 
     /// Forks a child session from a snapshot of `id` (the newest, or
@@ -345,78 +341,29 @@ impl Ledger {
         now: i64,
         key: Option<(&str, &str)>,
     ) -> Result<String> {
-        let newest: Option<i64> = tx
-            .prepare_cached(ss::SELECT_MAX_CREATED)
-            .and_then(|mut st| st.query_row([], |r| r.get(0)))
-            .map_err(db)?;
-        let created_at_ms = match newest {
-            Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
-            _ => now,
-        };
-        let tags = to_text(&source.tags)?;
         let parent = source.session_id.to_string();
         let actor = self.opts.actor;
-        let mut attempt = 0;
-        let (child, insert_seq) = loop {
-            let cid = new_session_id()?;
-            let res = tx.prepare_cached(ss::INSERT_SESSION).and_then(|mut st| {
-                st.execute(params![
-                    cid.as_str(),
-                    "active",
-                    title,
-                    source.app,
-                    source.agent_id,
-                    source.route,
-                    snap.stage,
-                    parent,
-                    tags,
-                    actor.as_str(),
-                    Option::<&str>::None,
-                    0_i64,
-                    created_at_ms,
-                ])
-            });
-            match res {
-                Ok(_) => break (cid.to_string(), tx.last_insert_rowid()),
-                Err(e)
-                    if attempt < 3
-                        && e.sqlite_error_code()
-                            == Some(rusqlite::ErrorCode::ConstraintViolation) =>
-                {
-                    attempt += 1;
-                }
-                Err(e) => return Err(db(e)),
-            }
-        };
-        tx.prepare_cached(ss::INSERT_SESSION_DATA)
-            .and_then(|mut st| {
-                st.execute(params![
-                    insert_seq,
-                    child,
-                    source.goal,
-                    snap.state,
-                    source.metadata.get()
-                ])
-            })
-            .map_err(db)?;
-        for t in &source.tags {
-            tx.prepare_cached(ss::INSERT_TAG)
-                .and_then(|mut st| st.execute(params![t, created_at_ms, insert_seq, child]))
-                .map_err(db)?;
-        }
-        ev::insert_event(
+        let child = insert_session(
             tx,
-            &NewEvent {
-                run_id: None,
-                session_id: &child,
-                event_type: EventType::Created.as_str(),
-                actor_type: actor,
-                detail: Some("session created by fork"),
-                data: None,
+            now,
+            &NewSessionRow {
+                status: SessionStatus::Active,
+                title,
+                app: source.app.as_deref(),
+                agent_id: source.agent_id.as_deref(),
+                route: source.route.as_deref(),
+                stage: snap.stage.as_deref(),
+                parent_session_id: Some(&parent),
+                tags: &source.tags,
+                goal: source.goal.as_deref(),
+                context: &snap.state,
+                metadata: source.metadata.get(),
+                actor,
+                created_detail: "session created by fork",
                 idempotency: key,
             },
-        )
-        .map_err(db)?;
+        )?
+        .to_string();
         if !conditional_update(tx, ws::UPDATE_LIVE_TOUCH, &child, now, None, None)? {
             return Err(Error::internal("a forked child could not be updated"));
         }

@@ -1,8 +1,7 @@
 //! Stages (issue 3 §3; the Amber seed's `stage_*` events).
 
 use super::sessions::{
-    conditional_update, diagnose, key_digest, parse_session_id, read_back, replay, validate_key,
-    VerbDigest,
+    conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
 };
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
@@ -111,10 +110,7 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(s) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return Ok(s);
-            }
+        self.mutate(id, m, dg.as_deref(), |tx| {
             if !conditional_update(tx, ss::UPDATE_STAGE, id, now, Some(&req.name), m.if_rev)? {
                 return Err(diagnose(tx, id, Verb::Stage, m.if_rev)?);
             }
@@ -129,6 +125,5 @@ impl Ledger {
             )?;
             read_back(tx, id)
         })
-        .map_err(|e| self.fill_path(e))
     }
 }

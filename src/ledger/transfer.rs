@@ -82,19 +82,6 @@ fn rejection(file: &str, line: Option<u64>, session_id: Option<String>, b: Bad) 
 }
 
 impl Ledger {
-    fn fill(&self, e: Error) -> Error {
-        match e {
-            Error::Busy { .. } => Error::Busy {
-                timeout_ms: self.opts.busy_timeout_ms,
-            },
-            Error::Corrupt { reason, .. } => Error::Corrupt {
-                path: self.path.display().to_string(),
-                reason,
-            },
-            other => other,
-        }
-    }
-
     /// Walks the chosen sessions (all when `ids` is empty) in id order in
     /// one read snapshot, calling `f` with each whole session.
     fn walk_export(
@@ -130,7 +117,7 @@ impl Ledger {
                 Ok(())
             }
         })
-        .map_err(|e| self.fill(e))
+        .map_err(|e| self.fill_path(e))
     }
 
     /// Writes the chosen sessions (all when `ids` is empty) as logbook JSON
@@ -271,7 +258,7 @@ impl Ledger {
         let mut report = ImportReport::new(format);
         let start_max = self
             .read(|tx| st::max_insert_seq(tx).map_err(db))
-            .map_err(|e| self.fill(e))?;
+            .map_err(|e| self.fill_path(e))?;
         let mut deferred: Vec<Deferred> = Vec::new();
         // Each batch is read and parsed before its transaction opens, so the
         // writer lock is never held while waiting for input (a slow stdin).
@@ -402,7 +389,7 @@ impl Ledger {
             }
             Ok(())
         })
-        .map_err(|e| self.fill(e))?;
+        .map_err(|e| self.fill_path(e))?;
         *report = snapshot;
         progress(report);
         Ok(())

@@ -277,30 +277,7 @@ pub struct SnapshotFull {
     pub at_ms: i64,
 }
 
-/// A gate with every column but its row id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateFull {
-    /// Name.
-    pub name: String,
-    /// Round of the name, from 1.
-    pub round: i64,
-    /// `auto`, `user-approval` or `step-confirm`.
-    pub kind: String,
-    /// `pending`, `approved` or `rejected`.
-    pub status: String,
-    /// Seq of the opening event.
-    pub opened_seq: i64,
-    /// ms since the Unix epoch.
-    pub opened_at_ms: i64,
-    /// Seq of the deciding event.
-    pub decided_seq: Option<i64>,
-    /// ms since the Unix epoch.
-    pub decided_at_ms: Option<i64>,
-    /// Note or reason.
-    pub reason: Option<String>,
-    /// `failed` or `cancelled` for a rejection.
-    pub outcome: Option<String>,
-}
+pub use super::workflow::GateFull;
 
 /// A session's rows in the V3/V4 tables that export and import carry
 /// (leases excluded: a lease is a live lock, not history).
@@ -578,21 +555,7 @@ pub fn select_workflow(conn: &Connection, id: &str) -> rusqlite::Result<Workflow
     })?;
     let mut snapshots = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     snapshots.sort_by_key(|s| s.seq);
-    let gates = super::workflow::select_gates(conn, id)?
-        .into_iter()
-        .map(|g| GateFull {
-            name: g.name,
-            round: g.round,
-            kind: g.kind,
-            status: g.status,
-            opened_seq: g.opened_seq,
-            opened_at_ms: g.opened_at_ms,
-            decided_seq: g.decided_seq,
-            decided_at_ms: g.decided_at_ms,
-            reason: g.reason,
-            outcome: g.outcome,
-        })
-        .collect();
+    let gates = super::workflow::select_gates(conn, id)?;
     Ok(WorkflowRows {
         runs: runs.into_iter().map(|(r, _)| r).collect(),
         budget,

@@ -202,26 +202,24 @@ pub const INSERT_GATE: &str = "INSERT INTO session_gates (session_id, name, roun
 pub const UPDATE_GATE_DECIDE: &str = "UPDATE session_gates SET status = ?2, decided_seq = ?3, \
      decided_at_ms = ?4, reason = ?5, outcome = ?6 WHERE gate_id = ?1";
 
-/// A gate row.
-#[derive(Debug, Clone)]
-pub struct GateRow {
-    /// Row id.
-    pub gate_id: i64,
+/// A gate with every column but its row id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateFull {
     /// Name.
     pub name: String,
     /// Round of the name, from 1.
     pub round: i64,
-    /// `auto`, `user-approval`, `step-confirm`.
+    /// `auto`, `user-approval` or `step-confirm`.
     pub kind: String,
-    /// `pending`, `approved`, `rejected`.
+    /// `pending`, `approved` or `rejected`.
     pub status: String,
-    /// Seq of the event that opened it.
+    /// Seq of the opening event.
     pub opened_seq: i64,
-    /// ms since the epoch.
+    /// ms since the Unix epoch.
     pub opened_at_ms: i64,
     /// Seq of the deciding event.
     pub decided_seq: Option<i64>,
-    /// ms since the epoch.
+    /// ms since the Unix epoch.
     pub decided_at_ms: Option<i64>,
     /// Note or reason.
     pub reason: Option<String>,
@@ -229,29 +227,40 @@ pub struct GateRow {
     pub outcome: Option<String>,
 }
 
+/// A stored gate: its row id and its columns.
+#[derive(Debug, Clone)]
+pub struct GateRow {
+    /// Row id.
+    pub gate_id: i64,
+    /// Every other column.
+    pub gate: GateFull,
+}
+
 fn map_gate(r: &rusqlite::Row<'_>) -> rusqlite::Result<GateRow> {
     Ok(GateRow {
         gate_id: r.get(0)?,
-        name: text(r, 1)?,
-        round: r.get(2)?,
-        kind: text(r, 3)?,
-        status: text(r, 4)?,
-        opened_seq: r.get(5)?,
-        opened_at_ms: r.get(6)?,
-        decided_seq: r.get(7)?,
-        decided_at_ms: r.get(8)?,
-        reason: opt_text(r, 9)?,
-        outcome: opt_text(r, 10)?,
+        gate: GateFull {
+            name: text(r, 1)?,
+            round: r.get(2)?,
+            kind: text(r, 3)?,
+            status: text(r, 4)?,
+            opened_seq: r.get(5)?,
+            opened_at_ms: r.get(6)?,
+            decided_seq: r.get(7)?,
+            decided_at_ms: r.get(8)?,
+            reason: opt_text(r, 9)?,
+            outcome: opt_text(r, 10)?,
+        },
     })
 }
 
 /// Every gate of a session, in opening order.
-pub fn select_gates(conn: &Connection, id: &str) -> rusqlite::Result<Vec<GateRow>> {
+pub fn select_gates(conn: &Connection, id: &str) -> rusqlite::Result<Vec<GateFull>> {
     let mut st = conn.prepare_cached(SELECT_GATES)?;
     let rows = st.query_map(params![id], map_gate)?;
     let mut v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     v.sort_by_key(|g| g.gate_id);
-    Ok(v)
+    Ok(v.into_iter().map(|g| g.gate).collect())
 }
 
 /// The latest round of a gate name.
@@ -266,10 +275,12 @@ pub fn find_latest_gate(
 }
 
 /// The session's pending gate.
-pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option<GateRow>> {
-    conn.prepare_cached(SELECT_PENDING_GATE)?
+pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option<GateFull>> {
+    Ok(conn
+        .prepare_cached(SELECT_PENDING_GATE)?
         .query_row(params![id], map_gate)
-        .optional()
+        .optional()?
+        .map(|g| g.gate))
 }
 
 /// A new gate row.
