@@ -256,9 +256,7 @@ impl Ledger {
         progress: &mut dyn FnMut(&ImportReport),
     ) -> Result<ImportReport> {
         let mut report = ImportReport::new(format);
-        let start_max = self
-            .read(|tx| st::max_insert_seq(tx).map_err(db))
-            .map_err(|e| self.fill_path(e))?;
+        let mut written = Written::default();
         let mut deferred: Vec<Deferred> = Vec::new();
         // Each batch is read and parsed before its transaction opens, so the
         // writer lock is never held while waiting for input (a slow stdin).
@@ -267,7 +265,7 @@ impl Ledger {
             if batch.is_empty() {
                 break;
             }
-            self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+            self.write_batch(batch, &mut written, &mut report, &mut deferred, progress)?;
             spill(source, &mut deferred)?;
         }
         // Children met before their parents, until a round imports nothing.
@@ -293,7 +291,7 @@ impl Ledger {
                         break;
                     }
                 }
-                self.write_batch(batch, start_max, &mut report, &mut deferred, progress)?;
+                self.write_batch(batch, &mut written, &mut report, &mut deferred, progress)?;
                 spill(source, &mut deferred)?;
             }
             if report.imported == before {
@@ -369,12 +367,35 @@ fn next_batch(source: &mut dyn Source) -> Result<Vec<Item>> {
     Ok(batch)
 }
 
+/// The sessions this import has written, as ranges of their insertion keys:
+/// one `(after, last)` range per committed batch. Within a batch's
+/// transaction no other writer can insert, so its sessions take the keys
+/// right after the largest one at its start. Another process's sessions
+/// (a concurrent import of the same file) fall outside every range and are
+/// reported as skipped, never as duplicates within this input.
+#[derive(Debug, Default)]
+struct Written {
+    batches: Vec<(i64, i64)>,
+}
+
+impl Written {
+    /// Whether `insert_seq` was written by this import: by a committed
+    /// batch, or by the open one (keys after `open_after`).
+    fn contains(&self, insert_seq: i64, open_after: i64) -> bool {
+        insert_seq > open_after
+            || self
+                .batches
+                .iter()
+                .any(|&(after, last)| insert_seq > after && insert_seq <= last)
+    }
+}
+
 impl Ledger {
     /// Writes one parsed batch in one `BEGIN IMMEDIATE` transaction.
     fn write_batch(
         &self,
         batch: Vec<Item>,
-        start_max: i64,
+        written: &mut Written,
         report: &mut ImportReport,
         deferred: &mut Vec<Deferred>,
         progress: &mut dyn FnMut(&ImportReport),
@@ -383,13 +404,16 @@ impl Ledger {
             return Ok(());
         }
         let mut snapshot = report.clone();
-        self.write(|tx| {
-            for item in batch {
-                apply(tx, item, start_max, &mut snapshot, deferred)?;
-            }
-            Ok(())
-        })
-        .map_err(|e| self.fill_path(e))?;
+        let range = self
+            .write(|tx| {
+                let after = st::max_insert_seq(tx).map_err(db)?;
+                for item in batch {
+                    apply(tx, item, written, after, &mut snapshot, deferred)?;
+                }
+                Ok((after, st::max_insert_seq(tx).map_err(db)?))
+            })
+            .map_err(|e| self.fill_path(e))?;
+        written.batches.push(range);
         *report = snapshot;
         progress(report);
         Ok(())
@@ -400,7 +424,8 @@ impl Ledger {
 fn apply(
     tx: &Connection,
     item: Item,
-    start_max: i64,
+    written: &Written,
+    open_after: i64,
     report: &mut ImportReport,
     deferred: &mut Vec<Deferred>,
 ) -> Result<()> {
@@ -421,7 +446,7 @@ fn apply(
     };
     let id = Some(rows.session_id.clone());
     match st::find_insert_seq(tx, &rows.session_id).map_err(db)? {
-        Some(seq) if seq > start_max => {
+        Some(seq) if written.contains(seq, open_after) => {
             let b = Bad::new("session_id", "appears more than once in this input");
             report.reject(rejection(&file, line, id, b));
             return Ok(());

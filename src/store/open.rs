@@ -91,6 +91,24 @@ fn tighten_mode(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Gives SQLite's `-wal` and `-shm` companions of `path` owner read and
+/// write if they lack them (best effort: only the owner may). SQLite creates
+/// them with the database file's mode, so a reader of a 0400 file leaves
+/// 0400 companions behind, and every later writer would fail with "read-only"
+/// once the file is writable again. Only adds owner bits; the full
+/// tightening to 0600 waits for the probe ([`tighten_existing`]).
+fn ensure_companions_owner_rw(path: &Path) {
+    for suffix in ["-wal", "-shm"] {
+        let p = companion(path, suffix);
+        if let Ok(m) = fs::metadata(&p) {
+            let mode = m.permissions().mode() & 0o7777;
+            if mode & 0o600 != 0o600 {
+                let _ = fs::set_permissions(&p, fs::Permissions::from_mode(mode | 0o600));
+            }
+        }
+    }
+}
+
 pub(crate) fn companion(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
@@ -153,6 +171,9 @@ fn tighten_existing(path: &Path) -> Result<()> {
 /// (locked past the busy timeout while switching to WAL or migrating).
 pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     prepare_file(&cfg.path)?;
+    // Before SQLite opens them: a read-only -shm would make this connection
+    // a reader only.
+    ensure_companions_owner_rw(&cfg.path);
     busy::start(cfg.busy_timeout_ms);
     let display = cfg.path.display().to_string();
     let db_err =
@@ -285,7 +306,11 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
         Ok(c)
     });
     let mut conn = match first {
-        Ok(c) => c,
+        Ok(c) => {
+            // SQLite may have just created them with this file's mode.
+            ensure_companions_owner_rw(path);
+            c
+        }
         // No -shm and no right to create one: SQLite reports CANTOPEN or
         // READONLY_CANTINIT. No writer can be running then either (a writer
         // needs the same -shm), so an immutable open is exact.

@@ -8,6 +8,7 @@
 //! clamped to the previous event's (the original kept in `data.timestamp`).
 
 use super::json::{read_line_capped, syntax_reason, value_text, Line, Obj};
+use super::source::open_regular;
 use super::{check_rows, opt_name, opt_text, Bad, MAX_SESSION_INPUT_BYTES, MAX_TIMELINE_BYTES};
 use crate::clock::parse_time;
 use crate::model::{ActorType, SessionStatus, Usage};
@@ -16,7 +17,6 @@ use crate::store::transfer::{EventRow, SessionRows};
 use crate::validate::{self as v, Lines};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
@@ -104,7 +104,7 @@ pub fn derive_title(goal: Option<&str>, uuid: &str) -> String {
 }
 
 fn read_small(path: &Path, name: &str) -> Result<String, Bad> {
-    let f = File::open(path).map_err(|_| Bad::new(name, "is missing or unreadable"))?;
+    let f = open_regular(path).map_err(|reason| Bad::new(name, reason))?;
     let mut text = String::new();
     let cap = u64::try_from(MAX_SESSION_INPUT_BYTES).unwrap_or(u64::MAX);
     let n = f
@@ -296,7 +296,7 @@ fn text_of(obj: &Map<String, Value>, keys: &[&str]) -> Option<String> {
 fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
     let tl = |b: Bad| b.in_file("timeline.jsonl");
     let path = dir.join("timeline.jsonl");
-    let f = File::open(&path).map_err(|_| tl(Bad::new("timeline", "is missing or unreadable")))?;
+    let f = open_regular(&path).map_err(|reason| tl(Bad::new("timeline", reason)))?;
     if f.metadata().map(|m| m.len()).unwrap_or(0) > MAX_TIMELINE_BYTES {
         return Err(tl(Bad::new(
             "timeline",

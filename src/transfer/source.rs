@@ -311,8 +311,9 @@ impl DirSource {
 }
 
 fn read_phelix(path: &Path) -> (Option<String>, std::result::Result<SessionRows, Bad>) {
-    let Ok(f) = File::open(path) else {
-        return (None, Err(Bad::new("file", "is unreadable")));
+    let f = match open_regular(path) {
+        Ok(f) => f,
+        Err(reason) => return (None, Err(Bad::new("file", reason))),
     };
     let cap = u64::try_from(MAX_SESSION_INPUT_BYTES).unwrap_or(u64::MAX);
     let mut text = String::new();
@@ -376,6 +377,23 @@ impl Source for DirSource {
 
 /// Creates missing folders of `dir` with mode 0700 (existing ones are left
 /// as they are).
+/// Opens one input file of an import, refusing anything but a regular file:
+/// a FIFO would block and a device such as `/dev/zero` never ends. The open
+/// is non-blocking, so a FIFO cannot stall the open itself (reads of a
+/// regular file are unaffected). `Err` is the reason a rejection gives.
+pub(crate) fn open_regular(path: &Path) -> std::result::Result<File, &'static str> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|_| "is missing or unreadable")?;
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(f),
+        Ok(_) => Err("is not a regular file"),
+        Err(_) => Err("is missing or unreadable"),
+    }
+}
+
 pub(crate) fn create_private_dirs(dir: &Path) -> Result<()> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());

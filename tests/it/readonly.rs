@@ -188,6 +188,55 @@ fn read_only_works_for_a_user_who_may_only_read() {
     assert_eq!(names, vec!["ledger.db".to_owned()]);
 }
 
+/// Reading a 0400 database with --read-only (found by adversarial testing):
+/// SQLite creates the -wal/-shm with the file's mode; logbook gives them
+/// owner write, so once the file is writable again writers work.
+#[test]
+fn a_read_only_read_leaves_companions_that_writers_can_use() {
+    // SAFETY-free: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to act as another user");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("logbook-ro-companions")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+    let db = dir.path().join("ledger.db");
+    let as_nobody = |args: &[&str]| -> Run {
+        Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin())
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .arg("--json")
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap()
+            .into()
+    };
+    assert_eq!(as_nobody(&["session", "create", "--title", "x"]).code, 0);
+    for suffix in ["-wal", "-shm", "-lock"] {
+        let _ = std::fs::remove_file(companion(&db, suffix));
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let r = as_nobody(&["--read-only", "session", "list"]);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    for suffix in ["-wal", "-shm"] {
+        let p = companion(&db, suffix);
+        if let Ok(m) = std::fs::metadata(&p) {
+            assert_eq!(m.permissions().mode() & 0o777, 0o600, "{}", p.display());
+        }
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let r = as_nobody(&["session", "create", "--title", "after"]);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.data()["title"], "after");
+}
+
 #[test]
 fn completions_print_a_script_for_each_shell() {
     let env = TestEnv::new();

@@ -5,7 +5,7 @@ use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 const PHELIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/phelix");
 const AMBER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/amber");
@@ -1318,4 +1318,130 @@ fn a_byte_order_mark_before_the_first_line_is_ignored() {
     let other = TestEnv::new();
     assert_counts(&import_ok(&other, "jsonl", &file), 2, 0, 0);
     assert_eq!(export_jsonl(&other), text);
+}
+
+/// Imports of one file racing into one database (found by adversarial
+/// testing): sessions another process wrote meanwhile are skipped, never
+/// reported as duplicates within this input, and every run exits 0.
+#[test]
+fn concurrent_imports_of_one_file_skip_each_others_sessions() {
+    let src = TestEnv::new();
+    let root = src.dir.path().join("many");
+    let n = 1000u32; // four batches of at most 256
+    for i in 0..n {
+        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
+        amber_session(
+            &root,
+            &uuid,
+            "completed",
+            &format!("goal {i}"),
+            &[
+                ev("session_created", "2026-06-21T10:00:00Z"),
+                ev("session_completed", "2026-06-21T10:00:03Z"),
+            ],
+        );
+    }
+    assert_counts(&import_ok(&src, "amber", &root), n as u64, 0, 0);
+    let file = src.dir.path().join("all.jsonl");
+    std::fs::write(&file, export_jsonl(&src)).unwrap();
+
+    let env = TestEnv::new();
+    assert_eq!(env.run(&["session", "list"]).code, 0);
+    let cmds = (0..3)
+        .map(|_| {
+            let mut c = env.command();
+            c.arg("--db").arg(&env.db).args([
+                "import",
+                "--format",
+                "jsonl",
+                file.to_str().unwrap(),
+                "--json",
+            ]);
+            c
+        })
+        .collect();
+    let runs = race(env.dir.path(), cmds);
+    let mut imported = 0;
+    for r in &runs {
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        let d = r.data();
+        assert_eq!(d["rejected"], 0, "{d}");
+        assert_eq!(
+            d["imported"].as_u64().unwrap() + d["skipped"].as_u64().unwrap(),
+            n as u64,
+            "{d}"
+        );
+        imported += d["imported"].as_u64().unwrap();
+    }
+    assert_eq!(imported, n as u64);
+    assert_eq!(table_counts(&env)[0], n as i64);
+    assert_eq!(export_jsonl(&env), export_jsonl(&src));
+    assert_eq!(env.json(&["verify"]).code, 0);
+}
+
+/// An Amber timeline that is a FIFO or a link to a device (found by
+/// adversarial testing) is rejected as "not a regular file" instead of
+/// blocking or reading without end; the other sessions import.
+#[test]
+fn an_amber_timeline_that_is_not_a_regular_file_is_rejected() {
+    let env = TestEnv::new();
+    let root = env.dir.path().join("proj");
+    let u = |n: u32| format!("00000000-0000-4000-8000-{n:012x}");
+    let done = [
+        ev("session_created", "2026-06-21T10:00:00Z"),
+        ev("session_completed", "2026-06-21T10:00:03Z"),
+    ];
+    for n in 1..=3 {
+        amber_session(&root, &u(n), "completed", "g", &done);
+    }
+    let timeline = |n: u32| {
+        root.join(".amber/sessions")
+            .join(u(n))
+            .join("timeline.jsonl")
+    };
+    std::fs::remove_file(timeline(1)).unwrap();
+    let made = Command::new("mkfifo").arg(timeline(1)).status().unwrap();
+    assert!(made.success());
+    std::fs::remove_file(timeline(2)).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", timeline(2)).unwrap();
+
+    let mut c = Command::new("timeout");
+    c.arg("60").arg(bin()).args([
+        "--db",
+        env.db.to_str().unwrap(),
+        "--json",
+        "import",
+        "--format",
+        "amber",
+        root.to_str().unwrap(),
+    ]);
+    let r = Run::from(c.output().unwrap());
+    let err = assert_error(&r, "INVALID_ARGUMENT", 2);
+    let d = &err["details"];
+    assert_counts(d, 1, 0, 2);
+    // Sorted: the report follows the folder's listing order.
+    let got: Vec<(String, String, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let file = r["file"].as_str().unwrap();
+            let session = file.split('/').rev().nth(1).unwrap().to_owned();
+            (
+                session,
+                r["field"].as_str().unwrap().to_owned(),
+                r["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = |n: u32| {
+        (
+            u(n),
+            "timeline".to_owned(),
+            "is not a regular file".to_owned(),
+        )
+    };
+    let mut got = got;
+    got.sort();
+    assert_eq!(got, vec![want(1), want(2)]);
 }
