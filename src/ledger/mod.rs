@@ -275,6 +275,7 @@ impl Ledger {
             "user_version",
             "application_id",
             "wal_autocheckpoint",
+            "cache_size",
         ];
         let Some(name) = ALLOWED.iter().find(|a| **a == name) else {
             return Err(Error::invalid("pragma", "not an inspectable pragma"));

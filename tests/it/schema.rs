@@ -472,6 +472,9 @@ fn connection_pragmas() {
     assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
     assert_eq!(l.pragma("busy_timeout").unwrap(), "5000");
     assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "10000");
+    // A 16 MiB page cache (negative: KiB), so a checkpoint's read of the
+    // session's previous event usually hits it.
+    assert_eq!(l.pragma("cache_size").unwrap(), "-16384");
     assert_eq!(
         l.pragma("journal_size_limit").unwrap(),
         (64 * 1024 * 1024).to_string()
