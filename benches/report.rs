@@ -673,8 +673,12 @@ fn chain_db(path: &Path, chained: bool) -> (Connection, Vec<String>) {
     c.pragma_update(None, "synchronous", "NORMAL").unwrap();
     // Checkpoints run between trials (chain_section), not inside them.
     c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
-    c.pragma_update(None, "cache_size", -logbook::store::open::PAGE_CACHE_KIB)
-        .unwrap();
+    c.pragma_update(
+        None,
+        "cache_size",
+        -i64::from(logbook::ledger::DEFAULT_PAGE_CACHE_KIB),
+    )
+    .unwrap();
     c.execute_batch(include_str!("../migrations/V1__core_ledger.sql"))
         .unwrap();
     if chained {

@@ -198,6 +198,8 @@ fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
         opts.busy_timeout_ms = ms;
     }
     opts.actor = ActorType::Cli;
+    // One command per process: SQLite's default cache (see DEFAULT_PAGE_CACHE_KIB).
+    opts.page_cache_kib = logbook::store::open::SQLITE_DEFAULT_CACHE_KIB;
     Ok(opts)
 }
 

@@ -64,6 +64,15 @@ pub(super) fn db(e: rusqlite::Error) -> Error {
 /// back to `journal_size_limit` (64 MiB) after a checkpoint.
 pub const DEFAULT_WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 
+/// Default page cache of a [`Ledger`]: 16 MiB (SQLite's default is 2 MiB).
+/// A checkpoint reads its session's previous event (the hash chain's link);
+/// with 10,000 sessions written in random order that row lies ≈ 2.5 MB back
+/// in the timeline, just past SQLite's default, and each miss is a `pread`
+/// (BENCHMARKS.md, "Hash chain overhead"). Memory is taken only as pages are
+/// read. The CLI, one command per process, keeps SQLite's default: a
+/// streaming import or export would only fill a larger cache.
+pub const DEFAULT_PAGE_CACHE_KIB: u32 = 16 * 1024;
+
 /// Default busy timeout: 5000 ms.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 
@@ -89,6 +98,8 @@ pub struct LedgerOptions {
     /// default [`DEFAULT_WAL_AUTOCHECKPOINT_PAGES`], 0 disables (benchmarks
     /// that count WAL frames).
     pub wal_autocheckpoint_pages: u32,
+    /// Page cache in KiB; default [`DEFAULT_PAGE_CACHE_KIB`] (16 MiB).
+    pub page_cache_kib: u32,
 }
 
 impl Default for LedgerOptions {
@@ -100,6 +111,7 @@ impl Default for LedgerOptions {
             actor: ActorType::Lib,
             clock: Clock::System,
             wal_autocheckpoint_pages: DEFAULT_WAL_AUTOCHECKPOINT_PAGES,
+            page_cache_kib: DEFAULT_PAGE_CACHE_KIB,
         }
     }
 }
@@ -218,6 +230,7 @@ impl Ledger {
             busy_timeout_ms: opts.busy_timeout_ms,
             sync: opts.sync,
             wal_autocheckpoint_pages: opts.wal_autocheckpoint_pages,
+            page_cache_kib: opts.page_cache_kib,
         })?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {

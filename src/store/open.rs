@@ -27,14 +27,8 @@ pub const APPLICATION_ID: i32 = 0x4C47_424B;
 /// (above the ≈ 40 MiB the default autocheckpoint lets it reach).
 pub const JOURNAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 
-/// Page cache per read-write connection: 16 MiB (`PRAGMA cache_size =
-/// -16384`; SQLite's default is 2 MiB). A checkpoint reads its session's
-/// previous event (the hash chain's link); with 10,000 sessions written in
-/// random order that row lies ≈ 2.5 MB back in the timeline, just past the
-/// default cache, and each miss is a `pread` (BENCHMARKS.md, "Hash chain
-/// overhead"). Memory is taken only as pages are read, so a short CLI
-/// command on a small database stays far below it.
-pub const PAGE_CACHE_KIB: i64 = 16 * 1024;
+/// SQLite's own default page cache: 2 MiB (`PRAGMA cache_size = -2000`).
+pub const SQLITE_DEFAULT_CACHE_KIB: u32 = 2000;
 
 /// `PRAGMA synchronous` level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +52,9 @@ pub struct StoreConfig {
     pub sync: SyncMode,
     /// `wal_autocheckpoint` in pages (SQLite's default 1000; 0 disables).
     pub wal_autocheckpoint_pages: u32,
+    /// Page cache size in KiB (`PRAGMA cache_size = -N`); memory is taken
+    /// only as pages are read.
+    pub page_cache_kib: u32,
 }
 
 fn io_err(context: String, source: std::io::Error) -> Error {
@@ -214,7 +211,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         .map_err(db_err)?;
     conn.pragma_update(None, "wal_autocheckpoint", cfg.wal_autocheckpoint_pages)
         .map_err(db_err)?;
-    conn.pragma_update(None, "cache_size", -PAGE_CACHE_KIB)
+    conn.pragma_update(None, "cache_size", -i64::from(cfg.page_cache_kib))
         .map_err(db_err)?;
     conn.set_prepared_statement_cache_capacity(64);
 

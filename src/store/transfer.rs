@@ -669,6 +669,7 @@ mod tests {
             busy_timeout_ms: 1000,
             sync: crate::store::SyncMode::Normal,
             wal_autocheckpoint_pages: 1000,
+            page_cache_kib: crate::store::open::SQLITE_DEFAULT_CACHE_KIB,
         })
         .unwrap();
         for sql in [
