@@ -185,11 +185,14 @@ pub const SELECT_LATEST_GATE: &str = "SELECT gate_id, name, round, kind, status,
      opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
      WHERE session_id = ?1 AND name = ?2 ORDER BY round DESC LIMIT 1";
 
-/// The session's pending gate, if any (at most one: a blocking gate pauses
-/// the session, and gates open only on active sessions).
+/// The session's pending gates (at most one: a blocking gate pauses the
+/// session, and gates open only on active sessions; the newest wins if raw
+/// SQL planted more). No `ORDER BY gate_id DESC LIMIT 1`: the index is
+/// `(session_id, name, round)`, so that would sort in a temp B-tree, whose
+/// page cache costs every `session show` process ~20 page faults.
 pub const SELECT_PENDING_GATE: &str = "SELECT gate_id, name, round, kind, status, opened_seq, \
      opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
-     WHERE session_id = ?1 AND status = 'pending' ORDER BY gate_id DESC LIMIT 1";
+     WHERE session_id = ?1 AND status = 'pending'";
 
 /// Opens a gate. ?1 id, ?2 name, ?3 round, ?4 kind, ?5 status, ?6 opened
 /// seq, ?7 opened at ms, ?8 decided seq, ?9 decided at ms.
@@ -276,11 +279,15 @@ pub fn find_latest_gate(
 
 /// The session's pending gate.
 pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option<GateFull>> {
-    Ok(conn
-        .prepare_cached(SELECT_PENDING_GATE)?
-        .query_row(params![id], map_gate)
-        .optional()?
-        .map(|g| g.gate))
+    let mut st = conn.prepare_cached(SELECT_PENDING_GATE)?;
+    let mut newest: Option<GateRow> = None;
+    for g in st.query_map(params![id], map_gate)? {
+        let g = g?;
+        if newest.as_ref().is_none_or(|n| g.gate_id > n.gate_id) {
+            newest = Some(g);
+        }
+    }
+    Ok(newest.map(|g| g.gate))
 }
 
 /// A new gate row.

@@ -269,3 +269,23 @@ fn gate_triggers_hold_against_raw_sql() {
         );
     }
 }
+
+/// Gates open only on active sessions, so there is one pending gate at most;
+/// should raw SQL plant a second, `show` names the newest (highest gate_id),
+/// whatever the names' index order.
+#[test]
+fn show_names_the_newest_pending_gate_when_raw_sql_planted_two() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    open(&env, &s, "alpha", "user-approval");
+    let c = env.sql();
+    c.execute(
+        "INSERT INTO session_gates (session_id, name, round, kind, status, opened_seq, opened_at_ms) \
+         VALUES (?1, 'zeta', 1, 'step-confirm', 'pending', 1, 0)",
+        [&s],
+    )
+    .unwrap();
+    let v = show(&env, &s);
+    assert_eq!(v["blocking_gate"]["name"], "zeta");
+    assert_eq!(v["blocking_gate"]["kind"], "step-confirm");
+}

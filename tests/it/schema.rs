@@ -692,3 +692,53 @@ fn conditional_updates_are_never_reprepared() {
         }
     }
 }
+
+/// Every statement that reads one session's rows finds them through an index
+/// and sorts nothing: a temp B-tree costs its own page cache (~20 page
+/// faults per CLI process, issue 2's `session show` target), and a scan
+/// grows with the database.
+#[test]
+fn one_session_reads_use_an_index_and_no_temp_btree() {
+    let env = TestEnv::new();
+    env.create("t");
+    let c = env.sql();
+    use logbook::store::{events as e, runs as r, sessions as s, workflow as w};
+    for sql in [
+        s::SELECT_SESSION,
+        s::SELECT_SESSION_DATA,
+        s::SELECT_CHECKPOINT,
+        s::SELECT_STATUS_REV,
+        s::SELECT_REFS,
+        e::SELECT_EVENTS,
+        e::SELECT_LATEST_EVENT,
+        e::SELECT_NEXT_EVENT,
+        w::SELECT_PENDING_GATE,
+        w::SELECT_LATEST_GATE,
+        w::SELECT_GATES,
+        w::SELECT_LEASE,
+        w::SELECT_CHILDREN,
+        w::SELECT_SNAPSHOTS,
+        w::SELECT_SNAPSHOT,
+        w::SELECT_LATEST_SNAPSHOT,
+        r::SELECT_RUN,
+        r::SELECT_RUNS_OF_SESSION,
+        r::SELECT_RUNNING_RUN,
+        r::SELECT_OPEN_RUNS_OF_SESSION,
+    ] {
+        let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Null; st.parameter_count()];
+        let plan: Vec<String> = st
+            .query_map(rusqlite::params_from_iter(nulls), |row| {
+                row.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let text = plan.join(" | ");
+        assert!(!text.contains("TEMP B-TREE"), "{sql}\n{text}");
+        assert!(
+            plan.iter().all(|p| !p.starts_with("SCAN ")),
+            "{sql}\n{text}"
+        );
+    }
+}
