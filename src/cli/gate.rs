@@ -9,8 +9,6 @@ use logbook::clock::format_ms;
 use logbook::{GateKind, GateList, Result};
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 pub enum GateCommand {
     /// Open a gate on an active session
     ///

@@ -9,8 +9,6 @@ use logbook::mcp::McpServer;
 use logbook::{LedgerOptions, Result};
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 pub enum McpCommand {
     /// Serve the session and run tools over MCP on stdin/stdout until stdin closes
     ///

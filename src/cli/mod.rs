@@ -71,8 +71,6 @@ fn parse_timeout(s: &str) -> Result<u64, String> {
 }
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 // Parsed once per process; boxing the big variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 enum Command {

@@ -12,8 +12,6 @@ use logbook::clock::format_ms;
 use logbook::{CreateRun, Error, Result, Run, RunError, RunStatus, RunUsageDelta};
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 pub enum RunCommand {
     /// Create a pending run in a live session
     ///

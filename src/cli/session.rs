@@ -16,8 +16,6 @@ use std::io::Read;
 const JSON_FILE_MAX: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 pub enum SessionCommand {
     /// Create a session (active, or pending with --pending)
     ///

@@ -11,8 +11,6 @@ use logbook::ledger::{Lease, SessionTree, SnapshotList};
 use logbook::{ForkRequest, LockRequest, Mutation, Result};
 
 #[derive(Debug, Subcommand)]
-// Deferred: a process builds the arguments of the one command it runs.
-#[command(defer = true)]
 pub enum WorkflowCommand {
     /// List a session's checkpoint snapshots: seq, step, time, size
     ///

@@ -185,14 +185,18 @@ pub const SELECT_LATEST_GATE: &str = "SELECT gate_id, name, round, kind, status,
      opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
      WHERE session_id = ?1 AND name = ?2 ORDER BY round DESC LIMIT 1";
 
-/// The session's pending gates (at most one: a blocking gate pauses the
-/// session, and gates open only on active sessions; the newest wins if raw
-/// SQL planted more). No `ORDER BY gate_id DESC LIMIT 1`: the index is
-/// `(session_id, name, round)`, so that would sort in a temp B-tree, whose
-/// page cache costs every `session show` process ~20 page faults.
+/// The session's pending gate, if any (at most one: a blocking gate pauses
+/// the session, and gates open only on active sessions; the newest wins if
+/// raw SQL planted more). The newest is found with `max(gate_id)` over the
+/// `(session_id, name, round)` index: `ORDER BY gate_id DESC LIMIT 1` would
+/// sort in a temp B-tree, whose page cache costs every `session show`
+/// process ~20 page faults. `+?1` keeps SQLite from planning on the bound
+/// value, which would re-prepare the cached statement whenever it changes.
+/// ?1 id.
 pub const SELECT_PENDING_GATE: &str = "SELECT gate_id, name, round, kind, status, opened_seq, \
      opened_at_ms, decided_seq, decided_at_ms, reason, outcome FROM session_gates \
-     WHERE session_id = ?1 AND status = 'pending'";
+     WHERE gate_id = (SELECT max(gate_id) FROM session_gates \
+                      WHERE session_id = +?1 AND status = 'pending')";
 
 /// Opens a gate. ?1 id, ?2 name, ?3 round, ?4 kind, ?5 status, ?6 opened
 /// seq, ?7 opened at ms, ?8 decided seq, ?9 decided at ms.
@@ -279,15 +283,11 @@ pub fn find_latest_gate(
 
 /// The session's pending gate.
 pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option<GateFull>> {
-    let mut st = conn.prepare_cached(SELECT_PENDING_GATE)?;
-    let mut newest: Option<GateRow> = None;
-    for g in st.query_map(params![id], map_gate)? {
-        let g = g?;
-        if newest.as_ref().is_none_or(|n| g.gate_id > n.gate_id) {
-            newest = Some(g);
-        }
-    }
-    Ok(newest.map(|g| g.gate))
+    Ok(conn
+        .prepare_cached(SELECT_PENDING_GATE)?
+        .query_row(params![id], map_gate)
+        .optional()?
+        .map(|g| g.gate))
 }
 
 /// A new gate row.

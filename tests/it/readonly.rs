@@ -256,13 +256,16 @@ fn completions_print_a_script_for_each_shell() {
 }
 
 /// Every command and command group's `--help` ends with an example
-/// (issue 5 §5). Walks the tree from `logbook --help`.
+/// (issue 5 §5), and opens with the summary its parent lists for it (an
+/// argument struct's own doc comment must never stand in for the command's:
+/// found by adversarial testing of deferred clap arguments). Walks the tree
+/// from `logbook --help`.
 #[test]
 fn every_help_text_has_an_example() {
     let env = TestEnv::new();
-    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    let mut todo: Vec<(Vec<String>, String)> = vec![(vec![], String::new())];
     let mut seen = 0;
-    while let Some(path) = todo.pop() {
+    while let Some((path, summary)) = todo.pop() {
         let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
         args.push("--help");
         let r = env.run(&args);
@@ -270,6 +273,12 @@ fn every_help_text_has_an_example() {
         assert!(
             r.stdout.contains("Example"),
             "`logbook {}` has no example",
+            path.join(" ")
+        );
+        let first = r.stdout.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&summary),
+            "`logbook {} --help` opens with {first:?}, its parent lists {summary:?}",
             path.join(" ")
         );
         seen += 1;
@@ -291,7 +300,9 @@ fn every_help_text_has_an_example() {
                 if !name.is_empty() && name != "help" {
                     let mut next = path.clone();
                     next.push(name.to_owned());
-                    todo.push(next);
+                    let listed = rest[name.len()..].trim().to_owned();
+                    assert!(!listed.is_empty(), "{next:?} has no summary");
+                    todo.push((next, listed));
                 }
             }
         }

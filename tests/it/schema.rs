@@ -602,6 +602,11 @@ fn hot_statements_are_never_reprepared() {
         Box::new(move |i| vec![id_at(i), Value::Integer(1)]),
     ));
     cases.push((s::SELECT_REFS.into(), Box::new(move |i| vec![id_at(i)])));
+    // The rest of `session show`'s path.
+    use logbook::store::workflow as w;
+    for sql in [w::SELECT_PENDING_GATE, w::SELECT_LEASE, w::SELECT_CHILDREN] {
+        cases.push((sql.into(), Box::new(move |i| vec![id_at(i)])));
+    }
     cases.push((
         e::SELECT_NEXT_EVENT.into(),
         Box::new(move |i| vec![id_at(i)]),
