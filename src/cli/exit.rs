@@ -168,7 +168,18 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
         ErrorKind::UnknownArgument => {
             let hint = "if it is a value that begins with `-`, attach it to its flag with `=`, e.g. `--note=-rf`";
             if flag_like(&arg) {
-                (arg.clone(), format!("unexpected argument `{arg}`; {hint}"))
+                // clap's "a similar argument exists": a flag of ours, by name.
+                let similar = match e.get(ContextKind::SuggestedArg) {
+                    Some(ContextValue::String(s)) => {
+                        s.split_whitespace().next().filter(|s| flag_like(s))
+                    }
+                    _ => None,
+                };
+                let message = match similar {
+                    Some(s) => format!("unexpected argument `{arg}`; did you mean `{s}`? ({hint})"),
+                    None => format!("unexpected argument `{arg}`; {hint}"),
+                };
+                (arg.clone(), message)
             } else {
                 (
                     "argument".to_owned(),
@@ -200,10 +211,21 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
             "command".to_owned(),
             "a subcommand is required; see --help".to_owned(),
         ),
-        ErrorKind::ArgumentConflict => (
-            arg.clone(),
-            format!("`{arg}` cannot be used with one of the other arguments"),
-        ),
+        ErrorKind::ArgumentConflict => {
+            // Argument names of our own definitions, never user values.
+            let prior = match e.get(ContextKind::PriorArg) {
+                Some(ContextValue::String(s)) => Some(s.clone()),
+                Some(ContextValue::Strings(v)) => Some(v.join("`, `")),
+                _ => None,
+            };
+            let message = match prior {
+                // clap reports a repeated flag as a conflict with itself.
+                Some(p) if p == arg => format!("`{arg}` was given more than once"),
+                Some(p) => format!("`{arg}` cannot be used with `{p}`"),
+                None => format!("`{arg}` cannot be used with one of the other arguments"),
+            };
+            (arg.clone(), message)
+        }
         ErrorKind::TooManyValues | ErrorKind::WrongNumberOfValues => {
             (arg.clone(), format!("wrong number of values for `{arg}`"))
         }

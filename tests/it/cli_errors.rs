@@ -362,3 +362,45 @@ fn an_unknown_command_is_named_with_a_suggestion() {
     assert_eq!(e["details"]["field"], "command");
     assert!(!env.path().exists());
 }
+
+/// clap's usage errors keep their meaning when re-worded: a mistyped flag
+/// names the similar one, a repeated flag says so, and a real conflict names
+/// both flags (found by adversarial testing: all three said less or the
+/// wrong thing). Each changes nothing.
+#[test]
+fn usage_errors_name_the_similar_repeated_and_conflicting_flags() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let cases: [(Vec<&str>, &str, &str); 3] = [
+        (
+            vec!["session", "checkpoint", &id, "--step", "s", "--nte", "x"],
+            "--nte",
+            "unexpected argument `--nte`; did you mean `--note`? (if it is a value that begins with `-`, attach it to its flag with `=`, e.g. `--note=-rf`)",
+        ),
+        (
+            vec!["session", "checkpoint", &id, "--step", "a", "--step", "b"],
+            "--step <STEP>",
+            "`--step <STEP>` was given more than once",
+        ),
+        (
+            vec!["session", "budget", &id, "--check", "--max-tokens", "5"],
+            "--check",
+            "`--check` cannot be used with `--max-tokens <N>`",
+        ),
+    ];
+    for (args, field, message) in cases {
+        let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(err["message"], message, "{args:?}");
+        assert_eq!(err["details"]["field"], field, "{args:?}");
+        assert_eq!(err["details"]["reason"], message, "{args:?}");
+    }
+    // The human form carries the same message.
+    let r = env.run(&["session", "checkpoint", &id, "--step", "a", "--step", "b"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .starts_with("error[INVALID_ARGUMENT]: `--step <STEP>` was given more than once\n"),
+        "{}",
+        r.stderr
+    );
+}
