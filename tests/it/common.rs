@@ -269,3 +269,14 @@ pub fn raw_append(c: &rusqlite::Connection, session: &str, event_type: &str, det
     )
     .unwrap();
 }
+
+/// `EXPLAIN QUERY PLAN` detail lines of `sql`, with every parameter bound to
+/// NULL.
+pub fn query_plan(c: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let nulls = vec![rusqlite::types::Null; st.parameter_count()];
+    st.query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}

@@ -12,6 +12,23 @@ fn companion(p: &Path, suffix: &str) -> std::path::PathBuf {
     s.into()
 }
 
+/// Runs logbook on `db` with `args` and `--json` as user `nobody` (65534),
+/// with an empty environment.
+fn as_nobody(db: &Path, args: &[&str]) -> Run {
+    Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .arg("--json")
+        .env_clear()
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap()
+        .into()
+}
+
 /// A database with two sessions, closed (no -wal, -shm or -lock left).
 fn closed_db() -> (TestEnv, String) {
     let env = TestEnv::new();
@@ -157,20 +174,7 @@ fn read_only_works_for_a_user_who_may_only_read() {
     std::fs::copy(env.path(), &db).unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     let before = std::fs::read(&db).unwrap();
-    let as_nobody = |args: &[&str]| -> Run {
-        Command::new("/usr/bin/setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(bin())
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .arg("--json")
-            .env_clear()
-            .env("HOME", "/nonexistent")
-            .output()
-            .unwrap()
-            .into()
-    };
+    let as_nobody = |args: &[&str]| as_nobody(&db, args);
     let r = as_nobody(&["--read-only", "session", "show", &s]);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     assert_eq!(r.data()["session"]["rev"], 2);
@@ -204,20 +208,7 @@ fn a_read_only_read_leaves_companions_that_writers_can_use() {
         .unwrap();
     std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
     let db = dir.path().join("ledger.db");
-    let as_nobody = |args: &[&str]| -> Run {
-        Command::new("/usr/bin/setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(bin())
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .arg("--json")
-            .env_clear()
-            .env("HOME", "/nonexistent")
-            .output()
-            .unwrap()
-            .into()
-    };
+    let as_nobody = |args: &[&str]| as_nobody(&db, args);
     assert_eq!(as_nobody(&["session", "create", "--title", "x"]).code, 0);
     for suffix in ["-wal", "-shm", "-lock"] {
         let _ = std::fs::remove_file(companion(&db, suffix));

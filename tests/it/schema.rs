@@ -730,15 +730,7 @@ fn one_session_reads_use_an_index_and_no_temp_btree() {
         r::SELECT_RUNNING_RUN,
         r::SELECT_OPEN_RUNS_OF_SESSION,
     ] {
-        let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-        let nulls = vec![rusqlite::types::Null; st.parameter_count()];
-        let plan: Vec<String> = st
-            .query_map(rusqlite::params_from_iter(nulls), |row| {
-                row.get::<_, String>(3)
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let plan = query_plan(&c, sql);
         let text = plan.join(" | ");
         assert!(!text.contains("TEMP B-TREE"), "{sql}\n{text}");
         assert!(

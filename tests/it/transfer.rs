@@ -612,6 +612,15 @@ fn amber_session(root: &Path, uuid: &str, state: &str, goal: &str, timeline: &[V
     std::fs::write(dir.join("timeline.jsonl"), tl).unwrap();
 }
 
+/// `n` completed Amber sessions under `root`, uuids `…-{i:012x}` and goals
+/// `goal {i}`, each with `timeline`.
+fn amber_sessions(root: &Path, n: u32, timeline: &[Value]) {
+    for i in 0..n {
+        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
+        amber_session(root, &uuid, "completed", &format!("goal {i}"), timeline);
+    }
+}
+
 fn ev(t: &str, ts: &str) -> Value {
     json!({"type": t, "timestamp": ts})
 }
@@ -728,21 +737,16 @@ fn thousands_of_generated_amber_sessions_import_in_batches() {
     let env = TestEnv::new();
     let root = env.dir.path().join("many");
     let n = 3000u32;
-    for i in 0..n {
-        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
-        amber_session(
-            &root,
-            &uuid,
-            "completed",
-            &format!("goal {i}"),
-            &[
-                ev("session_created", "2026-06-21T10:00:00Z"),
-                ev("session_started", "2026-06-21T10:00:01Z"),
-                json!({"type": "stage_started", "timestamp": "2026-06-21T10:00:02Z", "stage": "s"}),
-                ev("session_completed", "2026-06-21T10:00:03Z"),
-            ],
-        );
-    }
+    amber_sessions(
+        &root,
+        n,
+        &[
+            ev("session_created", "2026-06-21T10:00:00Z"),
+            ev("session_started", "2026-06-21T10:00:01Z"),
+            json!({"type": "stage_started", "timestamp": "2026-06-21T10:00:02Z", "stage": "s"}),
+            ev("session_completed", "2026-06-21T10:00:03Z"),
+        ],
+    );
     let d = import_ok(&env, "amber", &root);
     assert_counts(&d, n as u64, 0, 0);
     assert_eq!(d["events"], 4 * n as u64);
@@ -1328,19 +1332,14 @@ fn concurrent_imports_of_one_file_skip_each_others_sessions() {
     let src = TestEnv::new();
     let root = src.dir.path().join("many");
     let n = 1000u32; // four batches of at most 256
-    for i in 0..n {
-        let uuid = format!("00000000-0000-4000-8000-{i:012x}");
-        amber_session(
-            &root,
-            &uuid,
-            "completed",
-            &format!("goal {i}"),
-            &[
-                ev("session_created", "2026-06-21T10:00:00Z"),
-                ev("session_completed", "2026-06-21T10:00:03Z"),
-            ],
-        );
-    }
+    amber_sessions(
+        &root,
+        n,
+        &[
+            ev("session_created", "2026-06-21T10:00:00Z"),
+            ev("session_completed", "2026-06-21T10:00:03Z"),
+        ],
+    );
     assert_counts(&import_ok(&src, "amber", &root), n as u64, 0, 0);
     let file = src.dir.path().join("all.jsonl");
     std::fs::write(&file, export_jsonl(&src)).unwrap();

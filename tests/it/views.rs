@@ -33,13 +33,7 @@ fn every_dashboard_filter_is_served_by_an_index_without_a_sort() {
     env.json(&["session", "checkpoint", &s, "--step", "one"]);
     let c = env.sql();
     for (q, index) in DASHBOARD {
-        let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {q}")).unwrap();
-        let plan: Vec<String> = st
-            .query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let plan = plan.join("\n");
+        let plan = query_plan(&c, q).join("\n");
         assert!(plan.contains(index), "{q}\n{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{q}\n{plan}");
         assert!(
