@@ -107,7 +107,12 @@ fn arg_name(e: &clap::Error) -> Option<String> {
     }
 }
 
+/// A short flag (`-V`) or a long one (`--if-rev`): safe to repeat in a
+/// message.
 fn flag_like(token: &str) -> bool {
+    if let [b'-', c] = token.as_bytes() {
+        return c.is_ascii_alphabetic();
+    }
     // Never repeat a token the redactor would hide.
     logbook::redact::redact(token) == token
         && token.len() <= 40
@@ -192,7 +197,9 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
                 Some(ContextValue::String(s)) => s.clone(),
                 _ => String::new(),
             };
-            let mut reason = if word_like(&given) {
+            let mut reason = if given.starts_with('-') && flag_like(&given) {
+                format!("unknown command `{given}`: a command name was expected here, not a flag")
+            } else if word_like(&given) {
                 format!("unknown command `{given}`")
             } else {
                 "unknown command".to_owned()

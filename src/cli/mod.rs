@@ -235,7 +235,7 @@ pub fn main() -> ExitCode {
         Command::Doctor => admin::doctor(&cli.global, &out).map(|()| None),
         Command::Backup(args) => admin::backup(args, &cli.global, &out).map(|()| None),
         Command::Sql(args) => sql::sql(args, &cli.global, &out).map(|()| None),
-        Command::Completions(args) => sql::completions(args).map(|()| None),
+        Command::Completions(args) => sql::completions(args, &out).map(|()| None),
         Command::Gate(cmd) => gate::run(cmd, &cli.global, &out).map(|()| None),
         Command::Export(args) => transfer::export(args, &cli.global, &out).map(|()| None),
         Command::Import(args) => transfer::import(args, &cli.global, &out),

@@ -75,11 +75,22 @@ pub struct CompletionsArgs {
     shell: clap_complete::Shell,
 }
 
-pub fn completions(args: &CompletionsArgs) -> Result<()> {
+/// `completions SHELL`: the script as is, or under `--json` the envelope
+/// `{"ok":true,"data":{"shell":"bash","script":"…"}}`.
+pub fn completions(args: &CompletionsArgs, out: &Printer) -> Result<()> {
     use clap::CommandFactory;
+    #[derive(serde::Serialize)]
+    struct Script {
+        shell: String,
+        script: String,
+    }
     let mut cmd = super::Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "logbook", &mut buf);
-    write_stdout(&buf);
+    let script = Script {
+        shell: args.shell.to_string(),
+        script: String::from_utf8_lossy(&buf).into_owned(),
+    };
+    out.success(&script, |s| s.script.clone());
     Ok(())
 }

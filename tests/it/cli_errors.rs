@@ -360,6 +360,15 @@ fn an_unknown_command_is_named_with_a_suggestion() {
     let e = assert_error(&env.json(&["session", "bogus"]), "INVALID_ARGUMENT", 2);
     assert_eq!(e["message"], "unknown command `bogus`");
     assert_eq!(e["details"]["field"], "command");
+    // A flag where a command belongs is named too (it used to read just
+    // "unknown command"); a token that is neither word nor flag is not.
+    let e = assert_error(&env.json(&["help", "-V"]), "INVALID_ARGUMENT", 2);
+    assert_eq!(
+        e["message"],
+        "unknown command `-V`: a command name was expected here, not a flag"
+    );
+    let e = assert_error(&env.json(&["help", "Tok3n"]), "INVALID_ARGUMENT", 2);
+    assert_eq!(e["message"], "unknown command");
     assert!(!env.path().exists());
 }
 

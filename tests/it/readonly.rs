@@ -242,6 +242,14 @@ fn completions_print_a_script_for_each_shell() {
         assert!(r.stdout.contains("checkpoint"), "{shell}");
     }
     assert_error(&env.json(&["completions", "tcsh"]), "INVALID_ARGUMENT", 2);
+    // Under --json the script comes in the envelope, byte for byte.
+    let plain = env.run(&["completions", "bash"]).stdout;
+    let r = env.json(&["completions", "bash"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.data(),
+        serde_json::json!({"shell": "bash", "script": plain})
+    );
     // Nothing was created for a command that needs no database.
     assert!(!env.path().exists());
 }
