@@ -108,6 +108,23 @@ pub fn name(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a name that is stored exactly as given because rows are keyed or
+/// matched by it (stage names, gate names, event types): it must not look
+/// like a secret, since redacting it would change which row it names.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`: "looks like it holds a secret; `what`
+/// are stored as given".
+pub fn not_secret(field: &str, value: &str, what: &str) -> Result<()> {
+    if crate::redact::redact(value) != value {
+        return Err(Error::invalid(
+            field,
+            format!("looks like it holds a secret; {what} are stored as given"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks an identifier-like token (reference ids, idempotency keys): 1–`max`
 /// characters, no whitespace or control characters.
 ///

@@ -20,7 +20,7 @@ use super::sessions::{
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Gate, GateKind, GateStatus, Session, Verb};
-use crate::redact::{redact, redact_opt};
+use crate::redact::redact_opt;
 use crate::store::sessions as ss;
 use crate::store::workflow::{self as ws, GateFull, GateRow, NewGate};
 use crate::validate::{self as v, Lines};
@@ -78,12 +78,7 @@ pub(super) fn refuse_if_pending(tx: &Connection, id: &str) -> Result<()> {
 
 fn check_name(name: &str) -> Result<()> {
     v::name("gate", name)?;
-    if redact(name) != name {
-        return Err(Error::invalid(
-            "gate",
-            "looks like it holds a secret; gate names are stored as given",
-        ));
-    }
+    v::not_secret("gate", name, "gate names")?;
     Ok(())
 }
 

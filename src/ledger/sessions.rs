@@ -460,6 +460,10 @@ impl Ledger {
         opt_name("agent_id", &req.agent_id)?;
         opt_name("route", &req.route)?;
         opt_name("stage", &req.stage)?;
+        // The same rule as `session stage`: a stage name is stored as given.
+        if let Some(st) = &req.stage {
+            v::not_secret("stage", st, "stage names")?;
+        }
         if let Some(p) = &req.parent_session_id {
             parse_session_id(p).map_err(|_| {
                 Error::invalid(
@@ -490,7 +494,7 @@ impl Ledger {
             red(&req.app),
             red(&req.agent_id),
             red(&req.route),
-            red(&req.stage),
+            req.stage.clone(),
         );
         let mut tags: Vec<String> = Vec::with_capacity(req.tags.len());
         for t in &req.tags {
@@ -849,12 +853,7 @@ impl Ledger {
         parse_session_id(id)?;
         validate_key(m)?;
         v::custom_event_type(&req.event_type)?;
-        if redact(&req.event_type) != req.event_type.as_str() {
-            return Err(Error::invalid(
-                "type",
-                "looks like it holds a secret; event types are stored as given",
-            ));
-        }
+        v::not_secret("type", &req.event_type, "event types")?;
         if let Some(d) = &req.detail {
             v::text("detail", d, 0, v::DETAIL_MAX, Lines::Multi)?;
         }

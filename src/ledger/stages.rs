@@ -6,7 +6,7 @@ use super::sessions::{
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
-use crate::redact::{redact, redact_opt};
+use crate::redact::redact_opt;
 use crate::store::sessions as ss;
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
@@ -75,12 +75,7 @@ impl Ledger {
         parse_session_id(id)?;
         validate_key(m)?;
         v::name("stage", &req.name)?;
-        if redact(&req.name) != req.name.as_str() {
-            return Err(Error::invalid(
-                "stage",
-                "looks like it holds a secret; stage names are stored as given",
-            ));
-        }
+        v::not_secret("stage", &req.name, "stage names")?;
         if let Some(a) = req.attempt {
             if !(1..=ATTEMPT_MAX).contains(&a) {
                 return Err(Error::invalid(

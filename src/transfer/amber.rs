@@ -9,7 +9,9 @@
 
 use super::json::{read_line_capped, syntax_reason, value_text, Line, Obj};
 use super::source::open_regular;
-use super::{check_rows, opt_name, opt_text, Bad, MAX_SESSION_INPUT_BYTES, MAX_TIMELINE_BYTES};
+use super::{
+    check_rows, opt_name, opt_stage, opt_text, Bad, MAX_SESSION_INPUT_BYTES, MAX_TIMELINE_BYTES,
+};
 use crate::clock::parse_time;
 use crate::model::{ActorType, SessionStatus, Usage};
 use crate::redact::redact;
@@ -201,7 +203,7 @@ fn build(
         Lines::Multi,
     )
     .map_err(mf)?;
-    let current = opt_name("currentStage", m.str_opt("currentStage").map_err(mf)?).map_err(mf)?;
+    let current = opt_stage("currentStage", m.str_opt("currentStage").map_err(mf)?).map_err(mf)?;
     let stage = match phase {
         Some("planning") => Some("planning".to_owned()),
         Some(p) => current.or_else(|| Some(p.to_owned())),

@@ -6,7 +6,7 @@
 //! export is byte-identical.
 
 use super::json::{object_text, object_text_max, Obj};
-use super::{check_rows, event_type_ok, opt_name, opt_text, status, Bad};
+use super::{check_rows, event_type_ok, opt_name, opt_stage, opt_text, status, Bad};
 use crate::ledger::{RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};
 use crate::model::{
     ActorType, GateKind, GateStatus, OnExceed, RunId, RunStatus, Session, Usage, COUNT_MAX,
@@ -450,7 +450,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         app: opt_name("app", o.str_opt("app")?)?,
         agent_id: opt_name("agent_id", o.str_opt("agent_id")?)?,
         route: opt_name("route", o.str_opt("route")?)?,
-        stage: opt_name("stage", o.str_opt("stage")?)?,
+        stage: opt_stage("stage", o.str_opt("stage")?)?,
         parent_session_id: parent,
         tags,
         context,
@@ -776,7 +776,7 @@ fn parse_snapshot(i: usize, raw: &RawValue) -> Result<SnapshotFull, Bad> {
     Ok(SnapshotFull {
         seq: o.i64_req("seq")?,
         step: checked_text(&o, "step", 1, v::STEP_MAX, Lines::Single)?,
-        stage: opt_name(&o.name("stage"), o.str_opt("stage")?)?,
+        stage: opt_stage(&o.name("stage"), o.str_opt("stage")?)?,
         state,
         at_ms: o.i64_req("at_ms")?,
     })

@@ -278,7 +278,20 @@ pub(crate) fn opt_text(
     }
 }
 
-/// Checks and redacts an optional name (app, agent_id, route, stage).
+/// Checks an optional stage name, stored as given: one that looks like a
+/// secret is refused, as `session stage` refuses it.
+pub(crate) fn opt_stage(field: &str, value: Option<String>) -> Result<Option<String>, Bad> {
+    match value {
+        None => Ok(None),
+        Some(t) => {
+            v::name(field, &t)?;
+            v::not_secret(field, &t, "stage names")?;
+            Ok(Some(t))
+        }
+    }
+}
+
+/// Checks and redacts an optional name (app, agent_id, route).
 pub(crate) fn opt_name(field: &str, value: Option<String>) -> Result<Option<String>, Bad> {
     match value {
         None => Ok(None),

@@ -168,3 +168,38 @@ fn a_stage_reason_is_redacted_and_a_retry_with_the_same_key_applies_once() {
     assert!(bytes.windows(14).any(|w| w == b"Bearer [REDACT"));
     assert!(!bytes.windows(6).any(|w| w == b"SECRET"));
 }
+
+/// A stage name is stored as given on every path that writes the `stage`
+/// column, so one that looks like a secret is refused alike by `session
+/// create --stage` (which used to redact it to `[REDACTED]`) and `session
+/// stage`, and neither writes anything.
+#[test]
+fn a_secret_looking_stage_name_is_refused_by_create_and_by_stage_alike() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let before = env.json(&["session", "show", &s]).stdout;
+    let name = "token=abcdef0123456789";
+    for args in [
+        vec!["session", "create", "--title", "b", "--stage", name],
+        vec!["session", "stage", &s, "start", name],
+    ] {
+        let e = assert_error(&env.json(&args), "INVALID_ARGUMENT", 2);
+        assert_eq!(
+            e["message"],
+            "invalid `stage`: looks like it holds a secret; stage names are stored as given",
+            "{args:?}"
+        );
+        assert_eq!(e["details"]["field"], "stage");
+    }
+    assert_eq!(env.json(&["session", "show", &s]).stdout, before);
+    let list = env.json(&["session", "list"]).data();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+    // An ordinary name is stored exactly as given by both.
+    let b = env.create_with(&["--title", "b", "--stage", "plan-v2"]);
+    let shown = env.json(&["session", "show", &b]).data();
+    assert_eq!(shown["session"]["stage"], "plan-v2");
+    let d = env
+        .json(&["session", "stage", &s, "start", "plan-v2"])
+        .data();
+    assert_eq!(d["stage"], "plan-v2");
+}

@@ -621,6 +621,37 @@ fn amber_sessions(root: &Path, n: u32, timeline: &[Value]) {
     }
 }
 
+/// An Amber manifest whose `currentStage` looks like a secret is rejected
+/// (stage names are stored as given, as `session stage` stores them), and
+/// the rest of the import goes ahead.
+#[test]
+fn an_amber_stage_that_looks_like_a_secret_is_rejected() {
+    let env = TestEnv::new();
+    let root = env.dir.path().join("proj");
+    let start = json!({"type": "session_created", "timestamp": "2026-06-21T10:00:00Z"});
+    let (good, bad) = (
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+    );
+    amber_session(&root, good, "executing", "g", std::slice::from_ref(&start));
+    amber_session(&root, bad, "executing", "g", std::slice::from_ref(&start));
+    let manifest = json!({"sessionId": bad, "goal": "g", "route": "r", "state": "executing",
+        "currentStage": "password=hunter2hunter2", "createdAt": "2026-06-21T10:00:00Z"});
+    let dir = root.join(".amber/sessions").join(bad);
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    let (_, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 1, 0, 1);
+    let r = &d["rejections"][0];
+    assert_eq!(r["field"], "currentStage");
+    assert_eq!(
+        r["reason"],
+        "looks like it holds a secret; stage names are stored as given"
+    );
+    assert_eq!(rows_anywhere(&env, &amber_id(bad)), 0);
+    let s = env.json(&["session", "show", &amber_id(good)]).data();
+    assert_eq!(s["session"]["stage"], "build");
+}
+
 fn ev(t: &str, ts: &str) -> Value {
     json!({"type": t, "timestamp": ts})
 }
