@@ -35,7 +35,7 @@ pub enum GateCommand {
     /// becomes the session's end_reason. Errors: GATE_NOT_FOUND,
     /// GATE_ALREADY_DECIDED (exit 5), SESSION_CONFLICT, LEASE_HELD.
     #[command(
-        after_help = "Example:\n  logbook gate reject ses_1a2b3c4d5e6f7081 --gate deploy-approval --reason \"canary regressed\" --abort"
+        after_help = "Example:\n  logbook gate reject ses_1a2b3c4d5e6f7081 --gate deploy-approval --reason \"too risky\" --abort"
     )]
     Reject(RejectArgs),
     /// List a session's gates, oldest first

@@ -280,6 +280,20 @@ fn every_help_text_has_an_example() {
             "`logbook {} --help` opens with {first:?}, its parent lists {summary:?}",
             path.join(" ")
         );
+        // Every example line is a whole command, continues one ending in
+        // `\`, or is a JSON config (`mcp serve`): a line wrapped at the help
+        // width cannot be copied (found by a fresh-user walkthrough: `gate
+        // reject`'s `--abort` sat alone).
+        let example = r.stdout.split("Example").nth(1).unwrap_or_default();
+        let mut continued = false;
+        for line in example.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            assert!(
+                continued || line.starts_with("  logbook ") || line.starts_with("  {\""),
+                "`logbook {} --help`: example line {line:?} is not a command",
+                path.join(" ")
+            );
+            continued = line.ends_with('\\');
+        }
         seen += 1;
         let mut in_commands = false;
         for line in r.stdout.lines() {
