@@ -122,8 +122,14 @@ fn flag_like(token: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+/// A plain word (`sesion`, `bogus`): safe to repeat in a message. Token
+/// shapes such as `sk-…` or `xoxb-…` are words too, so the redactor has the
+/// last say, and a leading `-` is left to [`flag_like`].
 fn word_like(token: &str) -> bool {
-    token.len() <= 40 && token.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+    token.len() <= 40
+        && !token.starts_with('-')
+        && token.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+        && logbook::redact::redact(token) == token
 }
 
 /// Renders a clap error. Help and version print as clap does (exit 0).
@@ -197,7 +203,7 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
                 Some(ContextValue::String(s)) => s.clone(),
                 _ => String::new(),
             };
-            let mut reason = if given.starts_with('-') && flag_like(&given) {
+            let mut reason = if flag_like(&given) {
                 format!("unknown command `{given}`: a command name was expected here, not a flag")
             } else if word_like(&given) {
                 format!("unknown command `{given}`")

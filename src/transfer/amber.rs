@@ -346,6 +346,7 @@ fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
                 "is not a well-formed event type (lowercase letters, digits and `_`, at most 56)",
             ))
         })?;
+        v::not_secret("type", &event_type, "event types").map_err(|e| at(e.into()))?;
         if events.is_empty() && event_type != "created" {
             return Err(at(Bad::new(
                 "type",

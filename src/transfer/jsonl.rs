@@ -319,7 +319,8 @@ fn unknown_key(path: &str, key: &str) -> Bad {
     let plain = key.len() <= 40
         && key
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && redact(key) == key;
     let field = if plain {
         if path.is_empty() {
             key.to_owned()
@@ -389,20 +390,26 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
     let actor = o
         .obj("actor")?
         .ok_or_else(|| Bad::new("actor", "is missing"))?;
+    known_keys(&actor, "actor", ACTOR_KEYS)?;
     let actor_type = actor_type("actor.type", &actor.str_req("type")?)?;
     let actor_id = opt_name("actor.id", actor.str_opt("id")?)?;
     let usage = match o.obj("usage")? {
         None => Usage::default(),
-        Some(u) => Usage {
-            input_tokens: count(&u, "input_tokens")?,
-            output_tokens: count(&u, "output_tokens")?,
-            api_calls: count(&u, "api_calls")?,
-            duration_ms: count(&u, "duration_ms")?,
-        },
+        Some(u) => {
+            known_keys(&u, "usage", USAGE_KEYS)?;
+            Usage {
+                input_tokens: count(&u, "input_tokens")?,
+                output_tokens: count(&u, "output_tokens")?,
+                api_calls: count(&u, "api_calls")?,
+                duration_ms: count(&u, "duration_ms")?,
+            }
+        }
     };
     let mut refs = Vec::new();
     for (i, raw) in o.list("refs")?.into_iter().enumerate() {
-        let r = Obj::parse(raw.get(), &format!("refs[{i}]"))?;
+        let path = format!("refs[{i}]");
+        let r = Obj::parse(raw.get(), &path)?;
+        known_keys(&r, &path, REF_KEYS)?;
         let kind = match r.str_req("kind")?.as_str() {
             "plan" => "plan",
             "operation" => "operation",
@@ -493,6 +500,12 @@ pub(crate) fn actor_type(field: &str, s: &str) -> Result<ActorType, Bad> {
     s.parse::<ActorType>().map_err(|e| Bad::new(field, e))
 }
 
+/// The keys of a line's `actor`, `usage` and each `refs[i]` (unknown keys
+/// are refused there too, as everywhere in a line).
+const ACTOR_KEYS: &[&str] = &["type", "id", "authenticated"];
+const USAGE_KEYS: &[&str] = &["input_tokens", "output_tokens", "api_calls", "duration_ms"];
+const REF_KEYS: &[&str] = &["kind", "id", "linked_seq"];
+
 const EVENT_KEYS: &[&str] = &[
     "seq",
     "type",
@@ -524,6 +537,7 @@ fn parse_event(i: usize, raw: &RawValue) -> Result<EventRow, Bad> {
             "is not a logbook event type (built-in, or `x.` + lowercase name)",
         ));
     }
+    v::not_secret(&e.name("type"), &event_type, "event types")?;
     let run_id = e.str_opt("run_id")?;
     if let Some(r) = &run_id {
         v::token(&e.name("run_id"), r, v::REF_ID_MAX)?;

@@ -148,6 +148,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         if !event_type_ok(&event_type) {
             return Err(Bad::new(e.name("type"), "is not a logbook event type"));
         }
+        v::not_secret(&e.name("type"), &event_type, "event types")?;
         events.push(EventRow {
             event_type,
             at_ms: e.i64_req("at_ms")?,

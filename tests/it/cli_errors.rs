@@ -369,6 +369,20 @@ fn an_unknown_command_is_named_with_a_suggestion() {
     );
     let e = assert_error(&env.json(&["help", "Tok3n"]), "INVALID_ARGUMENT", 2);
     assert_eq!(e["message"], "unknown command");
+    // Token shapes made of lowercase words and dashes are never repeated
+    // (found by adversarial testing: these were echoed as "words").
+    for args in [
+        vec!["sk-abcdefghijklmnopqrstuvwxyz"],
+        vec!["session", "xoxb-abcdefghijklmnop"],
+        vec!["help", "--glpat-abcdefghijklmnopqrst"],
+        vec!["help", "-sk-abcdefghijklmnopqrstuvwxyz"],
+    ] {
+        let r = env.json(&args);
+        let e = assert_error(&r, "INVALID_ARGUMENT", 2);
+        assert_eq!(e["message"], "unknown command", "{args:?}");
+        assert!(!r.stdout.contains("abcdefghijklm"), "{args:?}");
+        assert!(!r.stderr.contains("abcdefghijklm"), "{args:?}");
+    }
     assert!(!env.path().exists());
 }
 

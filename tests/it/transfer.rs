@@ -466,6 +466,88 @@ fn good_line() -> Value {
     serde_json::from_str(export_jsonl(&env).trim()).unwrap()
 }
 
+/// Found by adversarial testing: imports stored secret-looking event types
+/// as given (the verb refuses them), dropped unknown keys inside `actor`,
+/// `usage` and `refs[i]` silently, and named an unknown key shaped like a
+/// token. Each line is now rejected on its own, and nothing secret is
+/// stored or echoed.
+#[test]
+fn imports_refuse_secret_event_types_and_unknown_nested_keys() {
+    let env = TestEnv::new();
+    let g = good_line();
+    let token_key = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut lines = Vec::new();
+    let mut v = with_id(g.clone(), 1);
+    v["events"][1]["type"] = json!("x.sk-abcdefghijklmnopqrstuvwxyz");
+    lines.push(v);
+    for (n, key) in [(2, "actor"), (3, "usage")] {
+        let mut v = with_id(g.clone(), n);
+        v[key]["zz"] = json!(1);
+        lines.push(v);
+    }
+    let mut v = with_id(g.clone(), 4);
+    v["refs"] = json!([{"kind": "plan", "id": "p1", "linked_seq": 1, "zz": 1}]);
+    lines.push(v);
+    let mut v = with_id(g.clone(), 5);
+    v["usage"][token_key] = json!(1);
+    lines.push(v);
+    lines.push(with_id(g.clone(), 6));
+    let file = env.dir.path().join("in.jsonl");
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let (run, d) = import_rejecting(&env, "jsonl", &file);
+    assert_counts(&d, 1, 0, 5);
+    let got: Vec<(String, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["field"].as_str().unwrap().to_owned(),
+                r["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let newer = "is not a field of this format (from a newer logbook?)".to_owned();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "events[1].type".to_owned(),
+                "looks like it holds a secret; event types are stored as given".to_owned()
+            ),
+            ("actor.zz".to_owned(), newer.clone()),
+            ("usage.zz".to_owned(), newer.clone()),
+            ("refs[0].zz".to_owned(), newer.clone()),
+            ("usage".to_owned(), newer),
+        ]
+    );
+    assert!(!run.stdout.contains("abcdefghijklm") && !run.stderr.contains("abcdefghijklm"));
+    for n in 1..=5 {
+        assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "line {n}");
+    }
+
+    // Amber: a timeline type that maps to a secret-looking `x.amber.` type.
+    let root = env.dir.path().join("proj");
+    let uuid = "00000000-0000-4000-8000-000000000009";
+    amber_session(
+        &root,
+        uuid,
+        "executing",
+        "g",
+        &[
+            json!({"type": "session_created", "timestamp": "2026-06-21T10:00:00Z"}),
+            json!({"type": "ghp_abcdefghijklmnopqrstuvwxyz0123", "timestamp": "2026-06-21T10:01:00Z"}),
+        ],
+    );
+    let (_, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 0, 0, 1);
+    assert_eq!(d["rejections"][0]["field"], "type");
+    assert_eq!(d["rejections"][0]["line"], 2);
+    assert_eq!(rows_anywhere(&env, &amber_id(uuid)), 0);
+    assert!(!contains(&db_bytes(&env), "abcdefghijklm"));
+}
+
 fn with_id(mut v: Value, n: u32) -> Value {
     v["session_id"] = json!(format!("ses_{n:016x}"));
     v
