@@ -152,7 +152,10 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
     let (field, message) = match e.kind() {
         ErrorKind::InvalidValue => {
             let empty = matches!(e.get(ContextKind::InvalidValue), Some(ContextValue::String(v)) if v.is_empty());
-            if empty {
+            if empty && arg.starts_with('<') {
+                // A positional given as `''`.
+                (arg.clone(), format!("`{arg}` must not be empty"))
+            } else if empty {
                 let flag = arg.split_whitespace().next().unwrap_or("--flag").to_owned();
                 (
                     arg.clone(),

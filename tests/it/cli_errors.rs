@@ -394,7 +394,7 @@ fn an_unknown_command_is_named_with_a_suggestion() {
 fn usage_errors_name_the_similar_repeated_and_conflicting_flags() {
     let env = TestEnv::new();
     let id = env.create("t");
-    let cases: [(Vec<&str>, &str, &str); 3] = [
+    let cases: [(Vec<&str>, &str, &str); 4] = [
         (
             vec!["session", "checkpoint", &id, "--step", "s", "--nte", "x"],
             "--nte",
@@ -410,6 +410,8 @@ fn usage_errors_name_the_similar_repeated_and_conflicting_flags() {
             "--check",
             "`--check` cannot be used with `--max-tokens <N>`",
         ),
+        // An empty positional: no `=` hint, which fits flags only.
+        (vec!["backup", ""], "<DEST>", "`<DEST>` must not be empty"),
     ];
     for (args, field, message) in cases {
         let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
