@@ -132,11 +132,26 @@ fn word_like(token: &str) -> bool {
         && logbook::redact::redact(token) == token
 }
 
-/// Renders a clap error. Help and version print as clap does (exit 0).
+/// Renders a clap error. Help prints as clap does (exit 0); a version
+/// request at any level prints `logbook X.Y.Z`, or under `--json` the
+/// envelope `{"ok":true,"data":{"version":"X.Y.Z"}}`.
 pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayHelp => {
             let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayVersion => {
+            #[derive(Serialize)]
+            struct Version {
+                version: &'static str,
+            }
+            Printer::new(json).success(
+                &Version {
+                    version: env!("CARGO_PKG_VERSION"),
+                },
+                |v| format!("logbook {}\n", v.version),
+            );
             return ExitCode::SUCCESS;
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand

@@ -339,6 +339,22 @@ fn help_and_version_exit_0() {
     let r = env.run(&["session", "checkpoint", "--help"]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.contains("Example:"));
+    // A version request at any level names the program, and honours --json.
+    for args in [vec!["-V"], vec!["session", "create", "--title", "x", "-V"]] {
+        let r = env.run(&args);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, concat!("logbook ", env!("CARGO_PKG_VERSION"), "\n")),
+            "{args:?}"
+        );
+        let r = env.json(&args);
+        assert_eq!(r.code, 0);
+        assert_eq!(
+            r.data(),
+            serde_json::json!({"version": env!("CARGO_PKG_VERSION")})
+        );
+    }
+    assert!(!env.path().exists());
     let r = env.run(&["--version"]);
     assert_eq!(
         (r.code, r.stdout.trim()),
