@@ -71,9 +71,12 @@ struct Deferred {
     session_id: Option<String>,
 }
 
+/// A rejection for the report. The file path comes from the input tree (a
+/// folder or file name, an Amber checkpoint id), so it passes the redactor
+/// like any other text that is printed.
 fn rejection(file: &str, line: Option<u64>, session_id: Option<String>, b: Bad) -> Rejection {
     Rejection {
-        file: file.to_owned(),
+        file: crate::redact::redact(file).into_owned(),
         line: b.line.or(line),
         session_id,
         field: b.field,

@@ -56,9 +56,9 @@ use crate::ledger::{Ledger, LedgerOptions};
 use crate::model::ActorType;
 use args::Args;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, RequestId, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams, RequestId,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ErrorData as McpError;
@@ -333,5 +333,20 @@ impl rmcp::ServerHandler for McpServer {
     ) -> std::result::Result<CallToolResponse, McpError> {
         self.call_once(&context.id, &request.name, request.arguments)
             .map(CallToolResponse::from)
+    }
+
+    /// An unknown JSON-RPC method: -32601 with a fixed message. rmcp's
+    /// default puts the method name in the message, and a name could hold a
+    /// secret (found by adversarial testing: `sk-…` came back verbatim).
+    async fn on_custom_request(
+        &self,
+        _request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CustomResult, McpError> {
+        Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "method not found",
+            None,
+        ))
     }
 }

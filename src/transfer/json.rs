@@ -158,12 +158,77 @@ pub(crate) fn minify(text: &str) -> String {
     out
 }
 
+/// Parses a JSON value whose text may be stored as given: an object with the
+/// same key twice is refused, because the parsed value keeps only the last
+/// one, so the redactor would check a different value than the text holds.
+fn parse_stored(field: &str, raw: &RawValue) -> Result<Value, Bad> {
+    let value: Value = serde_json::from_str(raw.get())
+        .map_err(|_| Bad::new(field, "must be a JSON object with numbers in range"))?;
+    serde_json::from_str::<UniqueKeys>(raw.get())
+        .map_err(|_| Bad::new(field, "has the same key twice in one object"))?;
+    Ok(value)
+}
+
+/// Deserializes any JSON value, failing on an object with a repeated key.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueKeysVisitor)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key) {
+                return Err(serde::de::Error::custom("the same key twice"));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+}
+
 /// Validates a JSON object field (an object, at most 256 KiB compact) and
 /// returns the text to store: the input compacted with its key order kept,
 /// or, when the redactor changed anything, the redacted value re-serialized.
+/// BAD (`field`): not an object, over the cap, or a key repeated in one object.
 pub(crate) fn object_text(field: &str, raw: &RawValue) -> Result<String, Bad> {
-    let value: Value = serde_json::from_str(raw.get())
-        .map_err(|_| Bad::new(field, "must be a JSON object with numbers in range"))?;
+    let value = parse_stored(field, raw)?;
     v::json_value(field, &value)?;
     let mut red = value.clone();
     redact_json(&mut red);
@@ -177,8 +242,7 @@ pub(crate) fn object_text(field: &str, raw: &RawValue) -> Result<String, Bad> {
 /// As [`object_text`] with a larger cap: run input and output, which the
 /// verbs take up to `max` bytes of compact JSON (4 MiB).
 pub(crate) fn object_text_max(field: &str, raw: &RawValue, max: usize) -> Result<String, Bad> {
-    let value: Value = serde_json::from_str(raw.get())
-        .map_err(|_| Bad::new(field, "must be a JSON object with numbers in range"))?;
+    let value = parse_stored(field, raw)?;
     if !value.is_object() {
         return Err(Bad::new(field, "must be a JSON object"));
     }
@@ -275,6 +339,30 @@ mod tests {
             minify("{ \"b\" : 1,\n \"a\": \"x y\\\" z\" }"),
             r#"{"b":1,"a":"x y\" z"}"#
         );
+    }
+
+    /// Found by adversarial testing: `{"a":"sk-…","a":1}` parses to
+    /// `{"a":1}`, which needs no redaction, so the raw text (holding the
+    /// secret) was stored.
+    #[test]
+    fn object_text_refuses_a_repeated_key_at_any_depth() {
+        for text in [
+            r#"{"a":"sk-abcdefghijklmnopqrstuvwxyz","a":1}"#,
+            r#"{"x":{"b":"sk-abcdefghijklmnopqrstuvwxyz","b":1}}"#,
+            r#"{"x":[{"c":1,"c":2}]}"#,
+        ] {
+            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+            let bad = object_text("context", &raw).unwrap_err();
+            assert_eq!(
+                (bad.field.as_str(), bad.reason.as_str()),
+                ("context", "has the same key twice in one object"),
+                "{text}"
+            );
+            let bad = object_text_max("input", &raw, 1 << 20).unwrap_err();
+            assert_eq!(bad.reason, "has the same key twice in one object");
+        }
+        let raw: Box<RawValue> = serde_json::from_str(r#"{"a":{"a":1},"b":[{"a":2}]}"#).unwrap();
+        assert_eq!(object_text("context", &raw).unwrap(), raw.get());
     }
 
     #[test]

@@ -321,18 +321,20 @@ fn unknown_key(path: &str, key: &str) -> Bad {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         && redact(key) == key;
-    let field = if plain {
-        if path.is_empty() {
+    if plain {
+        let field = if path.is_empty() {
             key.to_owned()
         } else {
             format!("{path}.{key}")
-        }
-    } else {
-        path.to_owned()
-    };
+        };
+        return Bad::new(
+            field,
+            "is not a field of this format (from a newer logbook?)",
+        );
+    }
     Bad::new(
-        field,
-        "is not a field of this format (from a newer logbook?)",
+        if path.is_empty() { "line" } else { path },
+        "holds a key this format does not know (from a newer logbook?); the key is not repeated",
     )
 }
 

@@ -1357,3 +1357,25 @@ fn an_idle_server_and_a_pinning_reader_do_not_grow_the_wal_for_good() {
         client.cancel().await.unwrap();
     });
 }
+
+/// An unknown JSON-RPC method gets -32601 with a fixed message: rmcp's
+/// default repeated the method name, which could hold a secret (found by
+/// adversarial testing).
+#[test]
+fn an_unknown_method_is_not_repeated_in_the_error() {
+    let env = TestEnv::new();
+    let db = env.path().to_path_buf();
+    let (out, stderr, code) = raw_session(
+        &env,
+        &db,
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "sk-abcdefghijklmnopqrstuvwxyz", "params": {}}),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        out[1],
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found"}})
+    );
+    assert!(!stderr.contains("abcdefghijklm"));
+}

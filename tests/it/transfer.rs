@@ -468,8 +468,8 @@ fn good_line() -> Value {
 
 /// Found by adversarial testing: imports stored secret-looking event types
 /// as given (the verb refuses them), dropped unknown keys inside `actor`,
-/// `usage` and `refs[i]` silently, and named an unknown key shaped like a
-/// token. Each line is now rejected on its own, and nothing secret is
+/// `usage` and `refs[i]` silently, named an unknown key shaped like a
+/// token, and stored a JSON object's text whose repeated key held a secret. Each line is now rejected on its own, and nothing secret is
 /// stored or echoed.
 #[test]
 fn imports_refuse_secret_event_types_and_unknown_nested_keys() {
@@ -493,10 +493,19 @@ fn imports_refuse_secret_event_types_and_unknown_nested_keys() {
     lines.push(v);
     lines.push(with_id(g.clone(), 6));
     let file = env.dir.path().join("in.jsonl");
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let mut text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    // A repeated key: the parsed value keeps the last, so the first (a
+    // secret) must not survive in the stored text.
+    let dup = with_id(g.clone(), 7).to_string().replacen(
+        r#""context":{}"#,
+        r#""context":{"a":"sk-abcdefghijklmnopqrstuvwxyz","a":1}"#,
+        1,
+    );
+    assert!(dup.contains("sk-abc"));
+    text.push(dup);
     std::fs::write(&file, text.join("\n") + "\n").unwrap();
     let (run, d) = import_rejecting(&env, "jsonl", &file);
-    assert_counts(&d, 1, 0, 5);
+    assert_counts(&d, 1, 0, 6);
     let got: Vec<(String, String)> = d["rejections"]
         .as_array()
         .unwrap()
@@ -518,12 +527,20 @@ fn imports_refuse_secret_event_types_and_unknown_nested_keys() {
             ),
             ("actor.zz".to_owned(), newer.clone()),
             ("usage.zz".to_owned(), newer.clone()),
-            ("refs[0].zz".to_owned(), newer.clone()),
-            ("usage".to_owned(), newer),
+            ("refs[0].zz".to_owned(), newer),
+            (
+                "usage".to_owned(),
+                "holds a key this format does not know (from a newer logbook?); the key is not repeated"
+                    .to_owned()
+            ),
+            (
+                "context".to_owned(),
+                "has the same key twice in one object".to_owned()
+            ),
         ]
     );
     assert!(!run.stdout.contains("abcdefghijklm") && !run.stderr.contains("abcdefghijklm"));
-    for n in 1..=5 {
+    for n in [1, 2, 3, 4, 5, 7] {
         assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "line {n}");
     }
 
@@ -732,6 +749,31 @@ fn an_amber_stage_that_looks_like_a_secret_is_rejected() {
     assert_eq!(rows_anywhere(&env, &amber_id(bad)), 0);
     let s = env.json(&["session", "show", &amber_id(good)]).data();
     assert_eq!(s["session"]["stage"], "build");
+}
+
+/// A rejection names its file, and a path from the input tree passes the
+/// redactor (found by adversarial testing: an Amber folder named like a
+/// token was printed as is).
+#[test]
+fn a_rejected_file_path_shaped_like_a_token_is_redacted() {
+    let env = TestEnv::new();
+    let root = env.dir.path().join("proj");
+    let start = json!({"type": "session_created", "timestamp": "2026-06-21T10:00:00Z"});
+    amber_session(
+        &root,
+        "sk-abcdefghijklmnopqrstuvwxyz",
+        "executing",
+        "g",
+        &[start],
+    );
+    let (run, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 0, 0, 1);
+    let file = d["rejections"][0]["file"].as_str().unwrap();
+    assert!(
+        file.ends_with("/sessions/[REDACTED]/manifest.json"),
+        "{file}"
+    );
+    assert!(!run.stdout.contains("abcdefghijklm") && !run.stderr.contains("abcdefghijklm"));
 }
 
 fn ev(t: &str, ts: &str) -> Value {
