@@ -65,7 +65,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "JWT (signed or not)",
         triggers: &["eyj"],
-        pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+        pattern: r"(?:\b|_)eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
         keep: 0,
         keep_after: 0,
         must_match: &[
@@ -90,7 +90,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "GitHub token",
         triggers: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-        pattern: r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+        pattern: r"(?:\b|_)(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
         keep: 0,
         keep_after: 0,
         must_match: &[
@@ -102,16 +102,16 @@ const RULES: &[Rule] = &[
     Rule {
         name: "GitLab token",
         triggers: &["glpat-", "gldt-", "glptt-", "glrt-"],
-        pattern: r"\bgl(pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}",
+        pattern: r"(?:\b|_)gl(pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}",
         keep: 0,
         keep_after: 0,
-        must_match: &["glpat-abcdefghij0123456789"],
+        must_match: &["glpat-abcdefghij0123456789", "TOKEN_glpat-abcdefghij0123456789"],
         must_not_match: &["glpat-short"],
     },
     Rule {
         name: "Slack / Discord token or webhook",
         triggers: &["xox", "xapp-", "hooks.slack.com", "/api/webhooks/"],
-        pattern: r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+|https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]+",
+        pattern: r"(?:\b|_)xox[abposre]-[A-Za-z0-9-]{10,}|(?:\b|_)xapp-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+|https://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]+",
         keep: 0,
         keep_after: 0,
         must_match: &[
@@ -125,11 +125,12 @@ const RULES: &[Rule] = &[
     Rule {
         name: "OpenAI / Anthropic / Stripe / npm / PyPI / Hugging Face / SendGrid key",
         triggers: &["sk-", "k_live_", "k_test_", "npm_", "pypi-", "hf_", "sg."],
-        pattern: r"\bsk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}|\b[sr]k_(live|test)_[A-Za-z0-9]{10,}|\bnpm_[A-Za-z0-9]{30,}|\bpypi-[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{30,}|\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+        pattern: r"(?:\b|_)sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}|(?:\b|_)[sr]k_(live|test)_[A-Za-z0-9]{10,}|(?:\b|_)npm_[A-Za-z0-9]{30,}|(?:\b|_)pypi-[A-Za-z0-9_-]{16,}|(?:\b|_)hf_[A-Za-z0-9]{30,}|(?:\b|_)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
         keep: 0,
         keep_after: 0,
         must_match: &[
             "sk-EXAMPLE0000EXAMPLE0000",
+            "a_sk-EXAMPLE0000EXAMPLE0000",
             "sk-ant-api03-abcdefghijklmnopqrstuvwxyz",
             "sk-proj-abcdefghijklmnopqrstuvwx",
             "sk_live_0123456789abcdef",
@@ -143,10 +144,10 @@ const RULES: &[Rule] = &[
     Rule {
         name: "Google API key",
         triggers: &["aiza"],
-        pattern: r"\bAIza[0-9A-Za-z_-]{35}",
+        pattern: r"(?:\b|_)AIza[0-9A-Za-z_-]{35}",
         keep: 0,
         keep_after: 0,
-        must_match: &["AIzaSyA0123456789abcdefghijklmnopqrstuv"],
+        must_match: &["AIzaSyA0123456789abcdefghijklmnopqrstuv", "KEY_AIzaSyA0123456789abcdefghijklmnopqrstuv"],
         must_not_match: &["AIzaShort"],
     },
     Rule {
@@ -389,6 +390,13 @@ mod tests {
             ("use AKIAIOSFODNN7EXAMPLE now", "use [REDACTED] now"),
             ("ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000_x", "[REDACTED]_x"),
             ("k sk-EXAMPLE0000EXAMPLE0000", "k [REDACTED]"),
+            // Glued after `_`, where `\b` does not hold (found by adversarial
+            // testing): the `_` goes with the token.
+            ("x.a_sk-EXAMPLE0000EXAMPLE0000", "x.a[REDACTED]"),
+            (
+                "MY_KEY_ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000",
+                "MY_KEY[REDACTED]",
+            ),
             (
                 "-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY----- tail",
                 "[REDACTED] tail",
