@@ -125,6 +125,16 @@ pub fn not_secret(field: &str, value: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// [`name`] and [`not_secret`]: a stage or gate name, which rows are keyed
+/// or matched by.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`.
+pub fn keyed_name(field: &str, value: &str, what: &str) -> Result<()> {
+    name(field, value)?;
+    not_secret(field, value, what)
+}
+
 /// Checks an identifier-like token (reference ids, idempotency keys): 1–`max`
 /// characters, no whitespace or control characters.
 ///

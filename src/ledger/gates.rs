@@ -77,9 +77,7 @@ pub(super) fn refuse_if_pending(tx: &Connection, id: &str) -> Result<()> {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    v::name("gate", name)?;
-    v::not_secret("gate", name, "gate names")?;
-    Ok(())
+    v::keyed_name("gate", name, "gate names")
 }
 
 /// Finds the latest round of a gate and checks that it is pending.

@@ -459,10 +459,9 @@ impl Ledger {
         opt_name("app", &req.app)?;
         opt_name("agent_id", &req.agent_id)?;
         opt_name("route", &req.route)?;
-        opt_name("stage", &req.stage)?;
         // The same rule as `session stage`: a stage name is stored as given.
         if let Some(st) = &req.stage {
-            v::not_secret("stage", st, "stage names")?;
+            v::keyed_name("stage", st, "stage names")?;
         }
         if let Some(p) = &req.parent_session_id {
             parse_session_id(p).map_err(|_| {

@@ -74,8 +74,7 @@ impl Ledger {
     pub fn stage(&self, id: &str, req: StageRequest, m: &Mutation) -> Result<Session> {
         parse_session_id(id)?;
         validate_key(m)?;
-        v::name("stage", &req.name)?;
-        v::not_secret("stage", &req.name, "stage names")?;
+        v::keyed_name("stage", &req.name, "stage names")?;
         if let Some(a) = req.attempt {
             if !(1..=ATTEMPT_MAX).contains(&a) {
                 return Err(Error::invalid(

@@ -820,13 +820,7 @@ fn parse_gate(i: usize, raw: &RawValue) -> Result<GateFull, Bad> {
     let o = Obj::parse(raw.get(), &path)?;
     known_keys(&o, &path, GATE_KEYS)?;
     let name = o.str_req("name")?;
-    v::name(&o.name("name"), &name)?;
-    if redact(&name) != name {
-        return Err(Bad::new(
-            o.name("name"),
-            "looks like it holds a secret; gate names are stored as given",
-        ));
-    }
+    v::keyed_name(&o.name("name"), &name, "gate names")?;
     let round = o.i64_req("round")?;
     if round < 1 {
         return Err(Bad::new(o.name("round"), "must be 1 or more"));

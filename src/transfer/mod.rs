@@ -284,8 +284,7 @@ pub(crate) fn opt_stage(field: &str, value: Option<String>) -> Result<Option<Str
     match value {
         None => Ok(None),
         Some(t) => {
-            v::name(field, &t)?;
-            v::not_secret(field, &t, "stage names")?;
+            v::keyed_name(field, &t, "stage names")?;
             Ok(Some(t))
         }
     }

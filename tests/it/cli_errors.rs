@@ -368,23 +368,25 @@ fn help_and_version_exit_0() {
 #[test]
 fn an_unknown_command_is_named_with_a_suggestion() {
     let env = TestEnv::new();
-    let e = assert_error(&env.json(&["sesion", "list"]), "INVALID_ARGUMENT", 2);
-    assert_eq!(
-        e["message"],
-        "unknown command `sesion`; did you mean `session`?"
-    );
-    let e = assert_error(&env.json(&["session", "bogus"]), "INVALID_ARGUMENT", 2);
-    assert_eq!(e["message"], "unknown command `bogus`");
-    assert_eq!(e["details"]["field"], "command");
-    // A flag where a command belongs is named too (it used to read just
-    // "unknown command"); a token that is neither word nor flag is not.
-    let e = assert_error(&env.json(&["help", "-V"]), "INVALID_ARGUMENT", 2);
-    assert_eq!(
-        e["message"],
-        "unknown command `-V`: a command name was expected here, not a flag"
-    );
-    let e = assert_error(&env.json(&["help", "Tok3n"]), "INVALID_ARGUMENT", 2);
-    assert_eq!(e["message"], "unknown command");
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["sesion", "list"],
+            "unknown command `sesion`; did you mean `session`?",
+        ),
+        (&["session", "bogus"], "unknown command `bogus`"),
+        // A flag where a command belongs is named too (it used to read just
+        // "unknown command"); a token that is neither word nor flag is not.
+        (
+            &["help", "-V"],
+            "unknown command `-V`: a command name was expected here, not a flag",
+        ),
+        (&["help", "Tok3n"], "unknown command"),
+    ];
+    for (args, message) in cases {
+        let e = assert_error(&env.json(args), "INVALID_ARGUMENT", 2);
+        assert_eq!(e["message"], message, "{args:?}");
+        assert_eq!(e["details"]["field"], "command", "{args:?}");
+    }
     // Token shapes made of lowercase words and dashes are never repeated
     // (found by adversarial testing: these were echoed as "words").
     for args in [
