@@ -5,9 +5,12 @@ processes"): the report bench's own writer mode, optionally pinned to one CPU.
     cargo build --release && cargo bench --bench report --no-run
     python3 benches/writer_procs.py                 # 1, 2, 4, 8, 32 writers
     python3 benches/writer_procs.py --pin 0         # each process under taskset -c 0
+    python3 benches/writer_procs.py --procs 128 --ops 1000 --many-only   # worst wait under load
+    python3 benches/writer_procs.py --procs 2 --ops 2000 --many-only --wrap 'strace -c -o /tmp/st.{i}'
 
 Each round runs one writer alone, then N writers (16,000 checkpoints in all
-either way, each process on its own session, synchronous=NORMAL), and prints
+either way, N × --ops with --ops; each process on its own session,
+synchronous=NORMAL), and prints
 aggregate ops/s and the ratio to the single writer of the same round.
 """
 import argparse, glob, json, os, statistics, subprocess, sys, tempfile, time
@@ -19,15 +22,20 @@ def report_binary():
         sys.exit("no report bench binary: run `cargo bench --bench report --no-run` first")
     return max(bins, key=os.path.getmtime)
 
-def run(rb, db, ids, ops, pin):
+def run(rb, db, ids, ops, pin, wrap=None):
     start = int(time.time() * 1000) + 1500
     pre = ["taskset", "-c", str(pin)] if pin is not None else []
-    ps = [subprocess.Popen(pre + [rb, "--writer", db, i, str(ops), str(start)],
-                           stdout=subprocess.PIPE, text=True) for i in ids]
-    rows = [list(map(float, p.communicate()[0].split())) for p in ps]
+    def prefix(n):
+        return [w.replace("{i}", str(n)) for w in wrap.split()] if wrap else []
+    ps = [subprocess.Popen(pre + prefix(n) + [rb, "--writer", db, i, str(ops), str(start)],
+                           stdout=subprocess.PIPE, text=True) for n, i in enumerate(ids)]
+    rows = [list(map(float, p.communicate()[0].split()[:5])) for p in ps]
     s0, e1 = min(r[0] for r in rows), max(r[1] for r in rows)
     errors = sum(int(r[4]) for r in rows)
-    return len(ids) * ops / ((e1 - s0) / 1e9), errors
+    # Each row: start_ns end_ns p99_us max_us errors (the report's writer mode).
+    p99 = statistics.median(r[2] for r in rows)
+    worst = max(r[3] for r in rows)
+    return len(ids) * ops / ((e1 - s0) / 1e9), errors, p99, worst
 
 def main():
     ap = argparse.ArgumentParser()
@@ -36,21 +44,30 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--many-only", action="store_true",
                     help="skip the single writer (for profiling the N-writer run alone)")
+    ap.add_argument("--ops", type=int,
+                    help="checkpoints per process (default: 16000 / N, so every run does 16,000)")
+    ap.add_argument("--wrap",
+                    help="command put in front of each writer process, {i} = its index, "
+                         "e.g. 'strace -c -o /tmp/st.{i}'")
     a = ap.parse_args()
     rb, lb = report_binary(), "target/release/logbook"
     with tempfile.TemporaryDirectory() as d:
         db = os.path.join(d, "w.db")
+        procs = list(map(int, a.procs.split(",")))
         ids = [json.loads(subprocess.check_output(
                    [lb, "--db", db, "session", "create", "--title", f"w{i}", "--json"]))
-               ["data"]["session_id"] for i in range(32)]
-        for n in map(int, a.procs.split(",")):
+               ["data"]["session_id"] for i in range(max(procs + [32]))]
+        for n in procs:
             ratios = []
+            ops = a.ops or 16000 // n
             for _ in range(a.rounds):
-                many, e2 = run(rb, db, ids[:n], 16000 // n, a.pin)
+                many, e2, p99, worst = run(rb, db, ids[:n], ops, a.pin, a.wrap)
                 if a.many_only:
-                    print(f"{n:2} writers: {many:7.0f} ops/s, errors {e2}", flush=True)
+                    print(f"{n:2} writers x {ops}: {many:7.0f} ops/s, median per-process p99 "
+                          f"{p99 / 1000:.1f} ms, worst single wait {worst / 1000:.0f} ms, "
+                          f"errors {e2}", flush=True)
                     continue
-                one, e1 = run(rb, db, ids[:1], 16000, a.pin)
+                one, e1, _, _ = run(rb, db, ids[:1], n * ops, a.pin, a.wrap)
                 ratios.append(many / one)
                 print(f"{n:2} writers: 1 writer {one:7.0f} ops/s, {n} writers {many:7.0f} ops/s, "
                       f"ratio {many / one:.2f}, errors {e1 + e2}", flush=True)
