@@ -5,7 +5,7 @@
 //! sleeps and polls (the busy handler). With dozens of writer processes on a
 //! 2-core host, the pollers eat the CPU the lock holder needs, and throughput
 //! collapses. So logbook writers first take an exclusive `flock` on a sidecar
-//! file (`<db>-lock`, mode 0600): waiters sleep in the kernel and one is woken
+//! file (`<db>-lock`, mode 0600): waiters sleep in the kernel and are woken
 //! the moment the holder releases it. SQLite's own lock still guards
 //! correctness against every other client (the `sqlite3` shell, Python); this
 //! lock only orders logbook's writers.
@@ -14,6 +14,19 @@
 //! on byte `1 + pid % 4` of the same file (`F_OFD_SETLKW`; such locks do not
 //! interact with `flock`), so a release of the main lock wakes at most one
 //! waiter per lane instead of every waiting process.
+//!
+//! **Turns.** Once a handle has had to wait for the lock, it keeps the lock
+//! across consecutive writes for a *turn* of up to [`TURN`]: releasing it
+//! after every write would wake a waiter each time — a wake-up that preempts
+//! the releasing writer on a small host and then, most of the time, finds the
+//! lock taken again. At the end of a write past its turn the handle looks for
+//! waiters (a lane held by another process, `F_OFD_GETLK`): if there are
+//! some, it releases the lock and lets [`YIELD`] pass before trying again, so
+//! that a woken waiter takes the next turn; if not, a new turn begins. A
+//! handle that stops writing releases the lock after [`IDLE`] without a
+//! write, or at the end of its turn, whichever comes first; its waiting
+//! thread does that. A handle that has never waited (a CLI command, a lone
+//! writer) releases after every write, as it has no waiting thread.
 //!
 //! The wait honours the busy timeout: a blocked `flock` runs on one
 //! long-lived helper thread per handle (spawned at the first contended wait,
@@ -25,15 +38,33 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The longest a handle keeps the lock across consecutive writes while
+/// writers of other processes wait.
+pub const TURN: Duration = Duration::from_millis(5);
+/// A handle that keeps the lock releases it after this long without a write.
+pub const IDLE: Duration = Duration::from_micros(300);
+/// After handing its turn over, a handle waits this long before it tries to
+/// take the lock again, so that the waiter the release woke gets it.
+pub const YIELD: Duration = Duration::from_micros(100);
 
 /// The sidecar lock file of a database.
 #[derive(Debug)]
 pub struct WriterLock {
     path: PathBuf,
+    /// A spare file description for the uncontended `try_lock`.
     file: Option<File>,
     waiter: Option<Arc<Waiter>>,
+    /// When the turn of the lock this handle holds began.
+    turn_start: Instant,
+    /// When the current write asked for the lock, and when the previous
+    /// write of this handle ended.
+    asked: Instant,
+    last_end: Option<Instant>,
+    /// When this handle last handed its turn over to a waiter.
+    yielded: Option<Instant>,
 }
 
 /// A held lock; released on drop.
@@ -63,16 +94,47 @@ enum Slot {
     Closed,
 }
 
+/// What the writer and its waiting thread share.
+#[derive(Debug)]
+struct State {
+    slot: Slot,
+    /// The lock, held between two writes of one turn.
+    kept: Option<File>,
+    /// When the kept lock's turn began and when its last write ended.
+    turn_start: Instant,
+    last_end: Instant,
+    /// The thread is in a timed wait for the kept lock's release time
+    /// (otherwise a newly kept lock must wake it).
+    armed: bool,
+    /// This handle holds the lock (kept, or inside a write).
+    holding: bool,
+    /// A file description the thread unlocked, for the next `try_lock`.
+    spare: Option<File>,
+}
+
 #[derive(Debug)]
 struct Waiter {
-    slot: Mutex<Slot>,
+    state: Mutex<State>,
     changed: Condvar,
+}
+
+fn thread_failed() -> std::io::Error {
+    std::io::Error::other("writer lock thread failed")
 }
 
 impl Waiter {
     fn start() -> std::io::Result<Arc<Waiter>> {
+        let now = Instant::now();
         let w = Arc::new(Waiter {
-            slot: Mutex::new(Slot::Idle),
+            state: Mutex::new(State {
+                slot: Slot::Idle,
+                kept: None,
+                turn_start: now,
+                last_end: now,
+                armed: false,
+                holding: false,
+                spare: None,
+            }),
             changed: Condvar::new(),
         });
         let thread_side = Arc::clone(&w);
@@ -82,51 +144,90 @@ impl Waiter {
         Ok(w)
     }
 
+    fn lock(&self) -> std::io::Result<MutexGuard<'_, State>> {
+        self.state.lock().map_err(|_| thread_failed())
+    }
+
     /// The thread: lock each file it is handed, in the kernel, then deliver
-    /// it — or release it at once if the writer stopped waiting.
+    /// it — or release it at once if the writer stopped waiting; and release
+    /// a kept lock once its handle has stopped writing.
     fn run(&self) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
         loop {
-            let file = {
-                let Ok(mut slot) = self.slot.lock() else {
-                    return;
-                };
-                loop {
-                    match *slot {
-                        Slot::Asked(_) => break,
-                        Slot::Closed => return,
-                        _ => {}
+            match st.slot {
+                Slot::Closed => {
+                    if let Some(f) = st.kept.take() {
+                        let _ = f.unlock();
                     }
-                    slot = match self.changed.wait(slot) {
+                    return;
+                }
+                Slot::Asked(_) => {
+                    let Slot::Asked(file) =
+                        std::mem::replace(&mut st.slot, Slot::Waiting { abandoned: false })
+                    else {
+                        return;
+                    };
+                    drop(st);
+                    // Queue first on this process's lane (a byte-range lock,
+                    // which does not interact with `flock`), so that a
+                    // release of the main lock wakes at most one waiter per
+                    // lane instead of all of them.
+                    let lane = lane_lock(&file);
+                    let locked = file.lock().is_ok();
+                    drop(lane);
+                    st = match self.state.lock() {
                         Ok(s) => s,
                         Err(_) => return,
                     };
+                    match st.slot {
+                        Slot::Waiting { abandoned: false } if locked => {
+                            st.slot = Slot::Delivered(file);
+                        }
+                        Slot::Closed => {
+                            let _ = file.unlock();
+                            continue;
+                        }
+                        _ => {
+                            let _ = file.unlock();
+                            st.slot = Slot::Idle;
+                            st.spare = Some(file);
+                        }
+                    }
+                    self.changed.notify_all();
+                    continue;
                 }
-                match std::mem::replace(&mut *slot, Slot::Waiting { abandoned: false }) {
-                    Slot::Asked(f) => f,
-                    _ => return,
-                }
-            };
-            // Queue first on this process's lane (a byte-range lock, which
-            // does not interact with `flock`), so that a release of the main
-            // lock wakes at most one waiter per lane instead of all of them.
-            let lane = lane_lock(&file);
-            let locked = file.lock().is_ok();
-            drop(lane);
-            let Ok(mut slot) = self.slot.lock() else {
-                return;
-            };
-            match *slot {
-                Slot::Waiting { abandoned: false } if locked => *slot = Slot::Delivered(file),
-                Slot::Closed => {
-                    let _ = file.unlock();
-                    return;
-                }
-                _ => {
-                    let _ = file.unlock();
-                    *slot = Slot::Idle;
-                }
+                _ => {}
             }
-            self.changed.notify_all();
+            // A kept lock goes once its handle has not written for IDLE or
+            // its turn is over; while a write runs, look again after IDLE.
+            let now = Instant::now();
+            let due = if st.kept.is_some() {
+                (st.turn_start + TURN).min(st.last_end + IDLE)
+            } else if st.holding {
+                now + IDLE
+            } else {
+                st = match self.changed.wait(st) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+                continue;
+            };
+            if now >= due {
+                if let Some(f) = st.kept.take() {
+                    let _ = f.unlock();
+                    st.spare = Some(f);
+                }
+                st.holding = false;
+                continue;
+            }
+            st.armed = true;
+            st = match self.changed.wait_timeout(st, due - now) {
+                Ok((s, _)) => s,
+                Err(_) => return,
+            };
+            st.armed = false;
         }
     }
 }
@@ -141,12 +242,12 @@ struct Lane<'f> {
     at: i64,
 }
 
-fn byte_range(kind: nix::libc::c_short, at: i64) -> nix::libc::flock {
+fn byte_range(kind: nix::libc::c_short, at: i64, len: i64) -> nix::libc::flock {
     nix::libc::flock {
         l_type: kind,
         l_whence: nix::libc::SEEK_SET as nix::libc::c_short,
         l_start: at,
-        l_len: 1,
+        l_len: len,
         l_pid: 0,
     }
 }
@@ -156,7 +257,7 @@ fn byte_range(kind: nix::libc::c_short, at: i64) -> nix::libc::flock {
 fn lane_lock(file: &File) -> Option<Lane<'_>> {
     use nix::fcntl::{fcntl, FcntlArg};
     let at = 1 + i64::from(std::process::id() % LANES);
-    let lock = byte_range(nix::libc::F_WRLCK as nix::libc::c_short, at);
+    let lock = byte_range(nix::libc::F_WRLCK as nix::libc::c_short, at, 1);
     fcntl(file, FcntlArg::F_OFD_SETLKW(&lock)).ok()?;
     Some(Lane { file, at })
 }
@@ -164,9 +265,23 @@ fn lane_lock(file: &File) -> Option<Lane<'_>> {
 impl Drop for Lane<'_> {
     fn drop(&mut self) {
         use nix::fcntl::{fcntl, FcntlArg};
-        let unlock = byte_range(nix::libc::F_UNLCK as nix::libc::c_short, self.at);
+        let unlock = byte_range(nix::libc::F_UNLCK as nix::libc::c_short, self.at, 1);
         let _ = fcntl(self.file, FcntlArg::F_OFD_SETLK(&unlock));
     }
+}
+
+/// Whether a writer of another file description waits for the lock (holds a
+/// lane). `None` when byte-range locks cannot be queried; then no turn is
+/// kept, as waiters could not be seen.
+fn others_waiting(file: &File) -> Option<bool> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    let mut probe = byte_range(
+        nix::libc::F_WRLCK as nix::libc::c_short,
+        1,
+        i64::from(LANES),
+    );
+    fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe)).ok()?;
+    Some(probe.l_type != nix::libc::F_UNLCK as nix::libc::c_short)
 }
 
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
@@ -188,6 +303,10 @@ impl WriterLock {
             path: PathBuf::from(s),
             file: None,
             waiter: None,
+            turn_start: Instant::now(),
+            asked: Instant::now(),
+            last_end: None,
+            yielded: None,
         }
     }
 
@@ -195,12 +314,34 @@ impl WriterLock {
     /// deadline passed (the caller reports STORE_BUSY); an I/O error means
     /// the lock file cannot be used, and the caller goes on without it.
     pub fn acquire(&mut self, deadline: Instant) -> std::io::Result<Option<Held>> {
+        self.asked = Instant::now();
+        if let Some(w) = &self.waiter {
+            let mut st = w.lock()?;
+            // Still this handle's turn: no system call at all.
+            if let Some(f) = st.kept.take() {
+                return Ok(Some(Held(Some(f))));
+            }
+            if self.file.is_none() {
+                self.file = st.spare.take();
+            }
+        }
+        if let Some(at) = self.yielded.take() {
+            // Just handed the turn over: give the woken waiter its chance.
+            let until = (at + YIELD).min(deadline);
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                std::thread::sleep(left);
+            }
+        }
         let file = match self.file.take() {
             Some(f) => f,
             None => open_lock_file(&self.path)?,
         };
         match file.try_lock() {
-            Ok(()) => return Ok(Some(Held(Some(file)))),
+            Ok(()) => {
+                self.turn_start = Instant::now();
+                return Ok(Some(Held(Some(file))));
+            }
             Err(std::fs::TryLockError::WouldBlock) => {}
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
@@ -215,13 +356,14 @@ impl WriterLock {
                 w
             }
         };
-        let mut slot = waiter
-            .slot
-            .lock()
-            .map_err(|_| std::io::Error::other("writer lock thread failed"))?;
-        match &mut *slot {
+        let mut st = waiter.lock()?;
+        match &mut st.slot {
             Slot::Idle => {
-                *slot = Slot::Asked(open_lock_file(&self.path)?);
+                let f = match st.spare.take() {
+                    Some(f) => f,
+                    None => open_lock_file(&self.path)?,
+                };
+                st.slot = Slot::Asked(f);
                 waiter.changed.notify_all();
             }
             // Still waiting for an earlier, abandoned turn: take it over.
@@ -229,34 +371,79 @@ impl WriterLock {
             Slot::Asked(_) | Slot::Delivered(_) | Slot::Closed => {}
         }
         loop {
-            if let Slot::Delivered(_) = *slot {
-                if let Slot::Delivered(f) = std::mem::replace(&mut *slot, Slot::Idle) {
+            if let Slot::Delivered(_) = st.slot {
+                if let Slot::Delivered(f) = std::mem::replace(&mut st.slot, Slot::Idle) {
+                    self.turn_start = Instant::now();
                     return Ok(Some(Held(Some(f))));
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                match &mut *slot {
+                match &mut st.slot {
                     Slot::Waiting { abandoned } => *abandoned = true,
-                    Slot::Asked(_) => *slot = Slot::Idle,
+                    Slot::Asked(_) => st.slot = Slot::Idle,
                     _ => {}
                 }
                 return Ok(None);
             }
-            slot = match waiter.changed.wait_timeout(slot, left) {
+            st = match waiter.changed.wait_timeout(st, left) {
                 Ok((s, _)) => s,
-                Err(_) => return Err(std::io::Error::other("writer lock thread failed")),
+                Err(_) => return Err(thread_failed()),
             };
         }
     }
 
-    /// Releases a held lock, keeping one file open for the next write.
+    /// Ends a write. The lock is kept for the next write when this handle
+    /// is writing in a stream (this write asked for the lock within [`IDLE`]
+    /// of the previous one's end) and has a waiting thread to release it
+    /// later, and the turn is not over — or it is over and nobody waits, so
+    /// a new one begins. Otherwise it is released now; when that ends a turn
+    /// with writers waiting, the next `acquire` first pauses for [`YIELD`].
     pub fn release(&mut self, mut held: Held) {
-        if let Some(f) = held.0.take() {
-            let _ = f.unlock();
-            if self.file.is_none() {
-                self.file = Some(f);
+        let Some(f) = held.0.take() else {
+            return;
+        };
+        let now = Instant::now();
+        let streaming = self
+            .last_end
+            .is_some_and(|e| self.asked.saturating_duration_since(e) < IDLE);
+        self.last_end = Some(now);
+        if let Some(w) = &self.waiter {
+            if let Ok(mut st) = w.state.lock() {
+                if streaming && matches!(st.slot, Slot::Idle) {
+                    let keep = if now < self.turn_start + TURN {
+                        true
+                    } else {
+                        match others_waiting(&f) {
+                            Some(false) => {
+                                self.turn_start = now;
+                                true
+                            }
+                            Some(true) => {
+                                self.yielded = Some(now);
+                                false
+                            }
+                            // Waiters cannot be seen: end the turn, no pause.
+                            None => false,
+                        }
+                    };
+                    if keep {
+                        st.kept = Some(f);
+                        st.turn_start = self.turn_start;
+                        st.last_end = now;
+                        st.holding = true;
+                        if !st.armed {
+                            w.changed.notify_all();
+                        }
+                        return;
+                    }
+                }
+                st.holding = false;
             }
+        }
+        let _ = f.unlock();
+        if self.file.is_none() {
+            self.file = Some(f);
         }
     }
 }
@@ -264,11 +451,135 @@ impl WriterLock {
 impl Drop for WriterLock {
     fn drop(&mut self) {
         if let Some(w) = &self.waiter {
-            if let Ok(mut slot) = w.slot.lock() {
-                // A lock delivered to nobody is released with its file.
-                *slot = Slot::Closed;
+            if let Ok(mut st) = w.state.lock() {
+                // A lock delivered to nobody, or kept, is released by the
+                // thread as it ends.
+                if let Some(f) = st.kept.take() {
+                    let _ = f.unlock();
+                }
+                st.slot = Slot::Closed;
                 w.changed.notify_all();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    /// `a` waits for the lock `b` holds, so it gets its waiting thread; then
+    /// it writes twice in a row, and keeps the lock after the second write.
+    fn streaming_holder(db: &Path) -> (WriterLock, WriterLock) {
+        let mut a = WriterLock::new(db);
+        let mut b = WriterLock::new(db);
+        let held = b.acquire(far()).unwrap().unwrap();
+        let t = std::thread::spawn(move || {
+            let h = a.acquire(far()).unwrap().unwrap();
+            a.release(h);
+            let h = a.acquire(far()).unwrap().unwrap();
+            a.release(h);
+            a
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        b.release(held);
+        let a = t.join().unwrap();
+        (a, b)
+    }
+
+    fn kept(l: &WriterLock) -> bool {
+        l.waiter
+            .as_ref()
+            .is_some_and(|w| w.state.lock().unwrap().kept.is_some())
+    }
+
+    #[test]
+    fn a_streaming_writer_keeps_the_lock_and_releases_it_when_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("l.db");
+        let (a, mut b) = streaming_holder(&db);
+        let mut c = WriterLock::new(&db);
+        // Kept between writes (or already released, on a slow machine): a
+        // `try_lock` from another file description fails only while kept.
+        let probe = open_lock_file(&b.path).unwrap();
+        if kept(&a) {
+            assert!(matches!(
+                probe.try_lock(),
+                Err(std::fs::TryLockError::WouldBlock)
+            ));
+        }
+        // `a` writes no more: its waiting thread releases the lock.
+        let got = b.acquire(far()).unwrap();
+        assert!(got.is_some());
+        assert!(!kept(&a));
+        b.release(got.unwrap());
+        drop(probe);
+        // Dropping a handle that keeps the lock releases it at once.
+        let (a, mut b) = streaming_holder(&db);
+        let was_kept = kept(&a);
+        drop(a);
+        let now = c.acquire(Instant::now()).unwrap();
+        assert!(now.is_some() || !was_kept);
+        drop(now);
+        drop(b.acquire(far()).unwrap());
+    }
+
+    #[test]
+    fn a_streaming_writer_hands_its_turn_to_a_waiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("l.db");
+        let (a, mut b) = streaming_holder(&db);
+        let done = Arc::new(AtomicBool::new(false));
+        let writer_done = Arc::clone(&done);
+        let mut a = a;
+        let writer = std::thread::spawn(move || {
+            let mut writes = 0u64;
+            // Writes back to back until the waiter got a turn (or 10 s).
+            let until = far();
+            while !writer_done.load(Ordering::SeqCst) && Instant::now() < until {
+                let h = a.acquire(far()).unwrap().unwrap();
+                std::thread::sleep(Duration::from_micros(20));
+                a.release(h);
+                writes += 1;
+            }
+            writes
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        // `b` waits while `a` streams: a turn ends and `b` gets the lock long
+        // before its deadline.
+        let got = b.acquire(Instant::now() + Duration::from_secs(5)).unwrap();
+        done.store(true, Ordering::SeqCst);
+        assert!(got.is_some(), "the streaming writer never handed over");
+        b.release(got.unwrap());
+        assert!(writer.join().unwrap() > 0);
+    }
+
+    #[test]
+    fn waiters_are_seen_through_their_lane() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("l.db");
+        let mut a = WriterLock::new(&db);
+        let mut b = WriterLock::new(&db);
+        let held = a.acquire(far()).unwrap().unwrap();
+        let probe = open_lock_file(&a.path).unwrap();
+        assert_eq!(others_waiting(&probe), Some(false));
+        let t = std::thread::spawn(move || {
+            let h = b.acquire(far()).unwrap();
+            (b, h.is_some())
+        });
+        let until = far();
+        while others_waiting(&probe) != Some(true) {
+            assert!(Instant::now() < until, "the waiter never took its lane");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        a.release(held);
+        let (_b, got) = t.join().unwrap();
+        assert!(got);
+        assert_eq!(others_waiting(&probe), Some(false));
     }
 }

@@ -164,3 +164,61 @@ fn many_processes_create_a_brand_new_db_at_once() {
         }
     }
 }
+
+/// Long-lived library writers (one `Ledger` per process, as an agent runs
+/// it) stream checkpoints into one session at once. Once a writer has had to
+/// wait, it keeps the writer lock across consecutive writes for a turn and
+/// hands it over when the turn ends (`store::writelock`): every write still
+/// lands exactly once, in each process's own order, with rev and seqs
+/// contiguous — and every process gets turns, or it would not finish.
+#[test]
+fn streaming_library_writers_take_turns_and_all_land() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let (procs, each) = (6u64, 150u64);
+    let children: Vec<_> = (0..procs)
+        .map(|p| crate::helper::spawn_writer(env.path(), &id, p * 1000, each))
+        .collect();
+    for (p, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "writer {p}: {:?}", out.status);
+        let lines = String::from_utf8(out.stdout).unwrap();
+        // `<seq> k<i>` per acknowledged write (the harness adds other lines).
+        let steps: Vec<&str> = lines
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(seq, _)| seq.parse::<i64>().is_ok())
+            .map(|(_, step)| step)
+            .collect();
+        let want: Vec<String> = (0..each)
+            .map(|i| format!("k{}", p as u64 * 1000 + i))
+            .collect();
+        assert_eq!(steps, want, "writer {p} acknowledged these steps");
+    }
+    assert_eq!(
+        assert_rev_matches_events(&env, &id),
+        1 + (procs * each) as i64
+    );
+    let c = env.sql();
+    let mut st = c
+        .prepare("SELECT json_extract(data, '$.step') FROM events WHERE session_id = ?1 AND seq > 0 ORDER BY seq")
+        .unwrap();
+    let steps: Vec<String> = st
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(steps.len() as u64, procs * each);
+    for p in 0..procs {
+        let mine: Vec<&String> = steps
+            .iter()
+            .filter(|s| s[1..].parse::<u64>().unwrap() / 1000 == p)
+            .collect();
+        let want: Vec<String> = (0..each).map(|i| format!("k{}", p * 1000 + i)).collect();
+        assert_eq!(
+            mine,
+            want.iter().collect::<Vec<_>>(),
+            "writer {p}'s steps in the timeline"
+        );
+    }
+}
