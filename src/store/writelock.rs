@@ -15,18 +15,21 @@
 //! interact with `flock`), so a release of the main lock wakes at most one
 //! waiter per lane instead of every waiting process.
 //!
-//! **Turns.** Once a handle has had to wait for the lock, it keeps the lock
-//! across consecutive writes for a *turn* of up to [`TURN`]: releasing it
-//! after every write would wake a waiter each time — a wake-up that preempts
-//! the releasing writer on a small host and then, most of the time, finds the
-//! lock taken again. At the end of a write past its turn the handle looks for
-//! waiters (a lane held by another process, `F_OFD_GETLK`): if there are
+//! **Turns.** A handle that has had to wait for the lock once, and now
+//! writes back to back (each write asks for the lock within [`STREAM_GAP`]
+//! of the previous one's end), keeps the lock between its writes for a
+//! *turn* of up to [`TURN`]. Releasing it after every write would wake a
+//! waiter each time: on a small host that wake-up preempts the releasing
+//! writer, and most of the time the woken waiter then finds the lock taken
+//! again. At the end of a write past its turn the handle looks for waiters
+//! (a lane held by another file description, `F_OFD_GETLK`): if there are
 //! some, it releases the lock and lets [`YIELD`] pass before trying again, so
-//! that a woken waiter takes the next turn; if not, a new turn begins. A
-//! handle that stops writing releases the lock after [`IDLE`] without a
-//! write, or at the end of its turn, whichever comes first; its waiting
-//! thread does that. A handle that has never waited (a CLI command, a lone
-//! writer) releases after every write, as it has no waiting thread.
+//! that a woken waiter takes the next turn; if not, a new turn begins. When
+//! the writes stop, the handle's waiting thread releases the kept lock within
+//! [`IDLE`] of the last one (or at the end of the turn, if sooner). A handle
+//! that has never waited (a CLI command, a lone writer) releases after every
+//! write, as it has no waiting thread; so does one whose writes are further
+//! apart than [`STREAM_GAP`].
 //!
 //! The wait honours the busy timeout: a blocked `flock` runs on one
 //! long-lived helper thread per handle (spawned at the first contended wait,
@@ -44,8 +47,12 @@ use std::time::{Duration, Instant};
 /// The longest a handle keeps the lock across consecutive writes while
 /// writers of other processes wait.
 pub const TURN: Duration = Duration::from_millis(5);
-/// A handle that keeps the lock releases it after this long without a write.
-pub const IDLE: Duration = Duration::from_micros(300);
+/// A handle keeps the lock only while its writes follow each other this
+/// closely (from one write's end to the next one's request).
+pub const STREAM_GAP: Duration = Duration::from_micros(100);
+/// A kept lock is released once this long has passed since the last write
+/// (the waiting thread looks this often while its handle writes).
+pub const IDLE: Duration = Duration::from_millis(1);
 /// After handing its turn over, a handle waits this long before it tries to
 /// take the lock again, so that the waiter the release woke gets it.
 pub const YIELD: Duration = Duration::from_micros(100);
@@ -184,6 +191,9 @@ impl Waiter {
                     match st.slot {
                         Slot::Waiting { abandoned: false } if locked => {
                             st.slot = Slot::Delivered(file);
+                            // The writer holds it from now: stay armed, so
+                            // that keeping it after this write wakes nobody.
+                            st.holding = true;
                         }
                         Slot::Closed => {
                             let _ = file.unlock();
@@ -327,10 +337,12 @@ impl WriterLock {
         }
         if let Some(at) = self.yielded.take() {
             // Just handed the turn over: give the woken waiter its chance.
+            // Yield the CPU rather than sleep: the release just woke that
+            // waiter, most likely onto this CPU, where it then runs at once
+            // instead of waiting for an idle CPU to wake up.
             let until = (at + YIELD).min(deadline);
-            let left = until.saturating_duration_since(Instant::now());
-            if !left.is_zero() {
-                std::thread::sleep(left);
+            while Instant::now() < until {
+                std::thread::yield_now();
             }
         }
         let file = match self.file.take() {
@@ -394,7 +406,7 @@ impl WriterLock {
     }
 
     /// Ends a write. The lock is kept for the next write when this handle
-    /// is writing in a stream (this write asked for the lock within [`IDLE`]
+    /// is writing in a stream (this write asked for the lock within [`STREAM_GAP`]
     /// of the previous one's end) and has a waiting thread to release it
     /// later, and the turn is not over — or it is over and nobody waits, so
     /// a new one begins. Otherwise it is released now; when that ends a turn
@@ -406,7 +418,7 @@ impl WriterLock {
         let now = Instant::now();
         let streaming = self
             .last_end
-            .is_some_and(|e| self.asked.saturating_duration_since(e) < IDLE);
+            .is_some_and(|e| self.asked.saturating_duration_since(e) < STREAM_GAP);
         self.last_end = Some(now);
         if let Some(w) = &self.waiter {
             if let Ok(mut st) = w.state.lock() {
