@@ -7,6 +7,15 @@ processes"): the report bench's own writer mode, optionally pinned to one CPU.
     python3 benches/writer_procs.py --pin 0         # each process under taskset -c 0
     python3 benches/writer_procs.py --procs 128 --ops 1000 --many-only   # worst wait under load
     python3 benches/writer_procs.py --procs 2 --ops 2000 --many-only --wrap 'strace -c -o /tmp/st.{i}'
+    python3 benches/writer_procs.py --procs 32 --rounds 6 --compare old=/tmp/report-old,new=/tmp/report-new
+
+--compare takes report bench binaries built from different commits (copy each
+`target/release/deps/report-*` after `cargo bench --bench report --no-run`) and
+runs them interleaved in every round (in alternating order), each one alone and as
+N writers; it prints
+each round and, per binary, the mean N-writer rate against the mean single-writer
+rate of all binaries (the single writer runs the same code in each: it never
+waits, so it never keeps the lock) as well as the median of the per-round ratios.
 
 Each round runs one writer alone, then N writers (16,000 checkpoints in all
 either way, N × --ops with --ops; each process on its own session,
@@ -37,6 +46,31 @@ def run(rb, db, ids, ops, pin, wrap=None):
     worst = max(r[3] for r in rows)
     return len(ids) * ops / ((e1 - s0) / 1e9), errors, p99, worst
 
+def compare(bins, db, ids, procs, a):
+    for n in procs:
+        ops = a.ops or 16000 // n
+        ones, many = {k: [] for k in bins}, {k: [] for k in bins}
+        for r in range(a.rounds):
+            cells = []
+            # Alternate the order: a run right after an N-writer run starts
+            # with a bigger WAL, which favours whoever goes first.
+            order = list(bins.items()) if r % 2 == 0 else list(bins.items())[::-1]
+            for k, path in order:
+                one, e1, _, _ = run(path, db, ids[:1], n * ops, a.pin)
+                m, e2, p99, worst = run(path, db, ids[:n], ops, a.pin)
+                ones[k].append(one)
+                many[k].append(m)
+                cells.append(f"{k}: 1 writer {one:6.0f}, {n} writers {m:6.0f} ({m / one:.2f}), "
+                             f"worst wait {worst / 1000:.0f} ms, errors {e1 + e2}")
+            print(" | ".join(cells), flush=True)
+        pooled = statistics.mean(x for k in bins for x in ones[k])
+        for k in bins:
+            ratios = [m / o for m, o in zip(many[k], ones[k])]
+            print(f"{k}: {n} writers mean {statistics.mean(many[k]):.0f} ops/s, "
+                  f"{statistics.mean(many[k]) / pooled:.3f} of the pooled single-writer mean "
+                  f"({pooled:.0f}); median per-round ratio {statistics.median(ratios):.3f}",
+                  flush=True)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pin", type=int, help="run every process on this CPU")
@@ -46,17 +80,23 @@ def main():
                     help="skip the single writer (for profiling the N-writer run alone)")
     ap.add_argument("--ops", type=int,
                     help="checkpoints per process (default: 16000 / N, so every run does 16,000)")
+    ap.add_argument("--compare",
+                    help="name=PATH,… of report bench binaries to run interleaved")
     ap.add_argument("--wrap",
                     help="command put in front of each writer process, {i} = its index, "
                          "e.g. 'strace -c -o /tmp/st.{i}'")
     a = ap.parse_args()
     rb, lb = report_binary(), "target/release/logbook"
+    bins = dict(b.split("=", 1) for b in a.compare.split(",")) if a.compare else None
     with tempfile.TemporaryDirectory() as d:
         db = os.path.join(d, "w.db")
         procs = list(map(int, a.procs.split(",")))
         ids = [json.loads(subprocess.check_output(
                    [lb, "--db", db, "session", "create", "--title", f"w{i}", "--json"]))
                ["data"]["session_id"] for i in range(max(procs + [32]))]
+        if bins:
+            compare(bins, db, ids, procs, a)
+            return
         for n in procs:
             ratios = []
             ops = a.ops or 16000 // n
