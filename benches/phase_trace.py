@@ -46,6 +46,18 @@ def main():
           + (f", gap mean {statistics.mean(hand):.1f} µs" if hand else ""))
     if hand:
         show("hand-over", hand)
+    # Phases by a write's place in its process's run of consecutive writes
+    # (its turn): the first, the 2nd–5th, the 6th–20th, the 21st on.
+    pos, k = [], 0
+    for i, e in enumerate(ev):
+        k = k + 1 if i > 0 and ev[i - 1][5] == e[5] else 0
+        pos.append(0 if k == 0 else 1 if k < 5 else 2 if k < 20 else 3)
+    for b, name in enumerate(["1st", "2nd-5th", "6th-20th", "21st on"]):
+        xs = [e for e, p in zip(ev, pos) if p == b]
+        if xs:
+            med = lambda i: statistics.median((e[i + 1] - e[i]) / 1e3 for e in xs)
+            print(f"{name:>8} of a turn: {len(xs):6} writes, medians: begin {med(0):6.1f} µs, "
+                  f"body {med(1):6.1f}, commit {med(2):6.1f}, release {med(3):5.1f}")
     span = (ev[-1][4] - ev[0][0]) / 1e3
     print(f"writes {len(ev)}, {span / len(ev):.1f} µs per write end to end")
 
