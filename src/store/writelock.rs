@@ -16,8 +16,8 @@
 //! waiter per lane instead of every waiting process.
 //!
 //! **Turns.** A handle that has had to wait for the lock once, and now
-//! writes back to back (each write asks for the lock within [`STREAM_GAP`]
-//! of the previous one's end), keeps the lock between its writes for a
+//! writes back to back (the last [`STREAK`] writes each asked for the lock
+//! within [`STREAM_GAP`] of the previous one's end), keeps the lock between its writes for a
 //! *turn* of up to [`TURN`]. Releasing it after every write would wake a
 //! waiter each time: on a small host that wake-up preempts the releasing
 //! writer, and most of the time the woken waiter then finds the lock taken
@@ -25,8 +25,10 @@
 //! (a lane held by another file description, `F_OFD_GETLK`): if there are
 //! some, it releases the lock and lets [`YIELD`] pass before trying again, so
 //! that a woken waiter takes the next turn; if not, a new turn begins. When
-//! the writes stop, the handle's waiting thread releases the kept lock within
-//! [`IDLE`] of the last one (or at the end of the turn, if sooner). A handle
+//! the writes stop, the handle's waiting thread releases the kept lock
+//! [`IDLE`] after the last one (or at the end of the turn, if sooner), and
+//! another handle of the same process that finds the lock kept releases it
+//! at once (a process-wide list of handles per lock file). A handle
 //! that has never waited (a CLI command, a lone writer) releases after every
 //! write, as it has no waiting thread; so does one whose writes are further
 //! apart than [`STREAM_GAP`].
@@ -50,9 +52,14 @@ pub const TURN: Duration = Duration::from_millis(5);
 /// A handle keeps the lock only while its writes follow each other this
 /// closely (from one write's end to the next one's request).
 pub const STREAM_GAP: Duration = Duration::from_micros(100);
+/// … and only after this many such writes in a row, so that a short burst
+/// never keeps it idle after its last write.
+pub const STREAK: u32 = 4;
 /// A kept lock is released once this long has passed since the last write
-/// (the waiting thread looks this often while its handle writes).
-pub const IDLE: Duration = Duration::from_millis(1);
+/// (the waiting thread looks this often while its handle writes): as soon as
+/// the writes stop following each other within [`STREAM_GAP`], give or take
+/// the timer's slack.
+pub const IDLE: Duration = STREAM_GAP;
 /// After handing its turn over, a handle waits this long before it tries to
 /// take the lock again, so that the waiter the release woke gets it.
 pub const YIELD: Duration = Duration::from_micros(100);
@@ -70,6 +77,8 @@ pub struct WriterLock {
     /// write of this handle ended.
     asked: Instant,
     last_end: Option<Instant>,
+    /// How many writes in a row asked within [`STREAM_GAP`] of the previous.
+    streak: u32,
     /// When this handle last handed its turn over to a waiter.
     yielded: Option<Instant>,
 }
@@ -115,6 +124,9 @@ struct State {
     armed: bool,
     /// This handle holds the lock (kept, or inside a write).
     holding: bool,
+    /// The write waiting for a delivery will likely keep the lock (its
+    /// handle is streaming), so the thread stays armed after delivering.
+    stream_hint: bool,
     /// A file description the thread unlocked, for the next `try_lock`.
     spare: Option<File>,
 }
@@ -140,6 +152,7 @@ impl Waiter {
                 last_end: now,
                 armed: false,
                 holding: false,
+                stream_hint: false,
                 spare: None,
             }),
             changed: Condvar::new(),
@@ -191,9 +204,10 @@ impl Waiter {
                     match st.slot {
                         Slot::Waiting { abandoned: false } if locked => {
                             st.slot = Slot::Delivered(file);
-                            // The writer holds it from now: stay armed, so
-                            // that keeping it after this write wakes nobody.
-                            st.holding = true;
+                            // A streaming writer holds it from now and will
+                            // likely keep it: stay armed, so that keeping it
+                            // after this write wakes nobody.
+                            st.holding = st.stream_hint;
                         }
                         Slot::Closed => {
                             let _ = file.unlock();
@@ -240,6 +254,35 @@ impl Waiter {
             st.armed = false;
         }
     }
+}
+
+/// The waiting threads of this process's handles, by lock file, so that a
+/// handle can release a lock another handle of the process keeps idle.
+static KEEPERS: Mutex<Vec<(PathBuf, std::sync::Weak<Waiter>)>> = Mutex::new(Vec::new());
+
+/// Releases every lock kept idle by another handle of this process on the
+/// same lock file; `true` if one was.
+fn release_kept_by_siblings(path: &Path, mine: Option<&Arc<Waiter>>) -> bool {
+    let Ok(mut keepers) = KEEPERS.lock() else {
+        return false;
+    };
+    keepers.retain(|(_, w)| w.strong_count() > 0);
+    let mut released = false;
+    for (p, w) in keepers.iter() {
+        let Some(w) = w.upgrade() else { continue };
+        if p != path || mine.is_some_and(|m| Arc::ptr_eq(m, &w)) {
+            continue;
+        }
+        if let Ok(mut st) = w.state.lock() {
+            if let Some(f) = st.kept.take() {
+                let _ = f.unlock();
+                st.spare = Some(f);
+                st.holding = false;
+                released = true;
+            }
+        };
+    }
+    released
 }
 
 /// Waiter lanes: a contended writer first takes byte `1 + pid % LANES` of the
@@ -316,6 +359,7 @@ impl WriterLock {
             turn_start: Instant::now(),
             asked: Instant::now(),
             last_end: None,
+            streak: 0,
             yielded: None,
         }
     }
@@ -349,13 +393,23 @@ impl WriterLock {
             Some(f) => f,
             None => open_lock_file(&self.path)?,
         };
-        match file.try_lock() {
-            Ok(()) => {
-                self.turn_start = Instant::now();
-                return Ok(Some(Held(Some(file))));
+        let mut sibling_checked = false;
+        loop {
+            match file.try_lock() {
+                Ok(()) => {
+                    self.turn_start = Instant::now();
+                    return Ok(Some(Held(Some(file))));
+                }
+                // Another handle of this process may keep it idle.
+                Err(std::fs::TryLockError::WouldBlock) if !sibling_checked => {
+                    sibling_checked = true;
+                    if !release_kept_by_siblings(&self.path, self.waiter.as_ref()) {
+                        break;
+                    }
+                }
+                Err(std::fs::TryLockError::WouldBlock) => break,
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         self.file = Some(file);
         // Contended: wait in the kernel, on the long-lived thread, with a
@@ -365,10 +419,14 @@ impl WriterLock {
             None => {
                 let w = Waiter::start()?;
                 self.waiter = Some(Arc::clone(&w));
+                if let Ok(mut keepers) = KEEPERS.lock() {
+                    keepers.push((self.path.clone(), Arc::downgrade(&w)));
+                }
                 w
             }
         };
         let mut st = waiter.lock()?;
+        st.stream_hint = self.streak + 1 >= STREAK;
         match &mut st.slot {
             Slot::Idle => {
                 let f = match st.spare.take() {
@@ -406,7 +464,8 @@ impl WriterLock {
     }
 
     /// Ends a write. The lock is kept for the next write when this handle
-    /// is writing in a stream (this write asked for the lock within [`STREAM_GAP`]
+    /// is writing in a stream (this write and the [`STREAK`]` - 1` before it
+    /// each asked for the lock within [`STREAM_GAP`]
     /// of the previous one's end) and has a waiting thread to release it
     /// later, and the turn is not over — or it is over and nobody waits, so
     /// a new one begins. Otherwise it is released now; when that ends a turn
@@ -416,9 +475,15 @@ impl WriterLock {
             return;
         };
         let now = Instant::now();
-        let streaming = self
+        let close = self
             .last_end
             .is_some_and(|e| self.asked.saturating_duration_since(e) < STREAM_GAP);
+        self.streak = if close {
+            self.streak.saturating_add(1)
+        } else {
+            0
+        };
+        let streaming = self.streak >= STREAK;
         self.last_end = Some(now);
         if let Some(w) = &self.waiter {
             if let Ok(mut st) = w.state.lock() {
@@ -486,16 +551,17 @@ mod tests {
     }
 
     /// `a` waits for the lock `b` holds, so it gets its waiting thread; then
-    /// it writes twice in a row, and keeps the lock after the second write.
+    /// it writes `STREAK` more times back to back, and keeps the lock after
+    /// the last one (unless a slow machine spread the writes out).
     fn streaming_holder(db: &Path) -> (WriterLock, WriterLock) {
         let mut a = WriterLock::new(db);
         let mut b = WriterLock::new(db);
         let held = b.acquire(far()).unwrap().unwrap();
         let t = std::thread::spawn(move || {
-            let h = a.acquire(far()).unwrap().unwrap();
-            a.release(h);
-            let h = a.acquire(far()).unwrap().unwrap();
-            a.release(h);
+            for _ in 0..=STREAK {
+                let h = a.acquire(far()).unwrap().unwrap();
+                a.release(h);
+            }
             a
         });
         std::thread::sleep(Duration::from_millis(20));
@@ -539,6 +605,39 @@ mod tests {
         assert!(now.is_some() || !was_kept);
         drop(now);
         drop(b.acquire(far()).unwrap());
+    }
+
+    #[test]
+    fn a_handle_of_the_same_process_takes_a_kept_lock_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("l.db");
+        let (a, _b) = streaming_holder(&db);
+        // Make `a` keep the lock with its release an hour away, so that only
+        // a sibling can free it.
+        {
+            let w = a.waiter.as_ref().unwrap();
+            let mut st = w.state.lock().unwrap();
+            let f = st.kept.take().unwrap_or_else(|| {
+                let f = open_lock_file(&a.path).unwrap();
+                f.lock().unwrap();
+                f
+            });
+            let later = Instant::now() + Duration::from_secs(3600);
+            st.kept = Some(f);
+            st.holding = true;
+            st.turn_start = later;
+            st.last_end = later;
+        }
+        let probe = open_lock_file(&a.path).unwrap();
+        assert!(matches!(
+            probe.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        // A deadline already passed: only an immediate take can succeed.
+        let mut c = WriterLock::new(&db);
+        let got = c.acquire(Instant::now()).unwrap();
+        assert!(got.is_some(), "a sibling's idle lock was not released");
+        assert!(!kept(&a));
     }
 
     #[test]
