@@ -131,6 +131,20 @@ struct State {
     spare: Option<File>,
 }
 
+impl State {
+    /// Releases the lock kept between writes, if any (the one place that
+    /// does); its file description stays as the spare. `true` if one was.
+    fn release_kept(&mut self) -> bool {
+        let Some(f) = self.kept.take() else {
+            return false;
+        };
+        let _ = f.unlock();
+        self.spare = Some(f);
+        self.holding = false;
+        true
+    }
+}
+
 #[derive(Debug)]
 struct Waiter {
     state: Mutex<State>,
@@ -178,9 +192,7 @@ impl Waiter {
         loop {
             match st.slot {
                 Slot::Closed => {
-                    if let Some(f) = st.kept.take() {
-                        let _ = f.unlock();
-                    }
+                    st.release_kept();
                     return;
                 }
                 Slot::Asked(_) => {
@@ -239,10 +251,7 @@ impl Waiter {
                 continue;
             };
             if now >= due {
-                if let Some(f) = st.kept.take() {
-                    let _ = f.unlock();
-                    st.spare = Some(f);
-                }
+                st.release_kept();
                 st.holding = false;
                 continue;
             }
@@ -274,12 +283,7 @@ fn release_kept_by_siblings(path: &Path, mine: Option<&Arc<Waiter>>) -> bool {
             continue;
         }
         if let Ok(mut st) = w.state.lock() {
-            if let Some(f) = st.kept.take() {
-                let _ = f.unlock();
-                st.spare = Some(f);
-                st.holding = false;
-                released = true;
-            }
+            released |= st.release_kept();
         };
     }
     released
@@ -531,9 +535,7 @@ impl Drop for WriterLock {
             if let Ok(mut st) = w.state.lock() {
                 // A lock delivered to nobody, or kept, is released by the
                 // thread as it ends.
-                if let Some(f) = st.kept.take() {
-                    let _ = f.unlock();
-                }
+                st.release_kept();
                 st.slot = Slot::Closed;
                 w.changed.notify_all();
             }
