@@ -136,11 +136,13 @@ pub struct CompleteArgs {
 pub struct FailArgs {
     /// Run id
     run: String,
-    /// Error code, 1–128 characters, e.g. provider_timeout
-    #[arg(long, allow_hyphen_values = true)]
+    /// Error code, 1–128 characters, e.g. provider_timeout (a value that
+    /// begins with `-` is attached: `--code=-1`)
+    #[arg(long)]
     code: String,
-    /// Error message, 1–4096 characters
-    #[arg(long, allow_hyphen_values = true)]
+    /// Error message, 1–4096 characters (a value that begins with `-` is
+    /// attached: `--message=-x`)
+    #[arg(long)]
     message: String,
     #[command(flatten)]
     m: MutationArgs,

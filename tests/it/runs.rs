@@ -322,6 +322,25 @@ fn run_refusals_have_their_codes_and_change_nothing() {
         "INVALID_ARGUMENT",
         2,
     );
+    // A flag never becomes a value: `--code --json` is a missing code, not
+    // the code "--json" (a value that begins with `-` is attached with `=`).
+    let err = refused(
+        &env,
+        &s,
+        Some(&r),
+        &["run", "fail", &r, "--code", "--json", "--message", "m"],
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert!(err["message"].as_str().unwrap().contains("--code"), "{err}");
+    refused(
+        &env,
+        &s,
+        Some(&r),
+        &["run", "fail", &r, "--code", "x", "--message", "--json"],
+        "INVALID_ARGUMENT",
+        2,
+    );
     refused(
         &env,
         &s,
@@ -329,6 +348,16 @@ fn run_refusals_have_their_codes_and_change_nothing() {
         &["run", "create", &s, "--if-rev", "9"],
         "SESSION_CONFLICT",
         4,
+    );
+    // Values that begin with `-`, attached to their flags, are taken as
+    // they are.
+    let r2 = create_run(&env, &s, &[]);
+    let d = env
+        .json(&["run", "fail", &r2, "--code=-1", "--message=--force failed"])
+        .data();
+    assert_eq!(
+        d["error"],
+        json!({"code": "-1", "message": "--force failed"})
     );
     // A terminal session: its runs can no longer change, and no run is added.
     env.json(&["session", "cancel", &s, "--reason", "stop"])
