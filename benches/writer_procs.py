@@ -14,8 +14,10 @@ processes"): the report bench's own writer mode, optionally pinned to one CPU.
 runs them interleaved in every round (in alternating order), each one alone and as
 N writers; it prints
 each round and, per binary, the mean N-writer rate against the mean single-writer
-rate of all binaries (the single writer runs the same code in each: it never
-waits, so it never keeps the lock) as well as the median of the per-round ratios.
+rate of all binaries (the single writer runs the same source in each: it never
+waits, so it never keeps the lock) and against its own mean single-writer rate
+(builds of the same source can differ by 10% in code layout), as well as the
+median of the per-round ratios.
 
 Each round runs one writer alone, then N writers (16,000 checkpoints in all
 either way, N × --ops with --ops; each process on its own session,
@@ -66,9 +68,11 @@ def compare(bins, db, ids, procs, a):
         pooled = statistics.mean(x for k in bins for x in ones[k])
         for k in bins:
             ratios = [m / o for m, o in zip(many[k], ones[k])]
+            own = statistics.mean(ones[k])
             print(f"{k}: {n} writers mean {statistics.mean(many[k]):.0f} ops/s, "
                   f"{statistics.mean(many[k]) / pooled:.3f} of the pooled single-writer mean "
-                  f"({pooled:.0f}); median per-round ratio {statistics.median(ratios):.3f}",
+                  f"({pooled:.0f}), {statistics.mean(many[k]) / own:.3f} of its own "
+                  f"({own:.0f}); median per-round ratio {statistics.median(ratios):.3f}",
                   flush=True)
 
 def main():
