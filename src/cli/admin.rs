@@ -1,7 +1,7 @@
 //! `logbook doctor` and `logbook backup`.
 
 use super::output::{write_stdout, Printer};
-use super::{open, render, GlobalArgs};
+use super::{open, open_existing, render, GlobalArgs};
 use clap::Args;
 use logbook::{Error, Ledger, Result};
 use std::path::PathBuf;
@@ -45,7 +45,7 @@ fn checks_table(report: &serde_json::Value) -> String {
 pub fn doctor(global: &GlobalArgs, out: &Printer) -> Result<()> {
     let path = logbook::ledger::resolve_path(global.db.as_deref())?;
     let before = Ledger::file_modes(&path);
-    let ledger = open(global)?;
+    let ledger = open_existing(global)?;
     match ledger.doctor(&before) {
         Ok(r) => {
             out.success(&r, |r| {

@@ -39,6 +39,8 @@ pub enum GateCommand {
     )]
     Reject(RejectArgs),
     /// List a session's gates, oldest first
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook gate list ses_1a2b3c4d5e6f7081")]
     List(ListArgs),
 }

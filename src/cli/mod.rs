@@ -88,7 +88,8 @@ enum Command {
     /// session has no fewer events than its rev. Exits 0 when all hold;
     /// otherwise LEDGER_TAMPERED (exit 6) names the session, seq, and the
     /// expected and found values. Given ids, it also prints each one's head
-    /// hash, to record elsewhere as an anchor.
+    /// hash, to record elsewhere as an anchor. A missing database file is
+    /// STORE_IO (exit 6): nothing is created.
     #[command(
         after_help = "Example:\n  logbook verify\n  logbook verify ses_1a2b3c4d5e6f7081 --json"
     )]
@@ -113,7 +114,8 @@ enum Command {
     /// fails with the first failing check's code: STORE_CORRUPT (schema,
     /// integrity, foreign keys, journal mode), LEDGER_TAMPERED (hash chain)
     /// or STORE_IO (file modes, a WAL over 128 MiB) — exit 6 — with the
-    /// whole report as the error's details under --json.
+    /// whole report as the error's details under --json. A missing database
+    /// file is STORE_IO: nothing is created.
     #[command(after_help = "Example:\n  logbook doctor\n  logbook doctor --json")]
     Doctor,
     /// Write a consistent copy of the database to a new file, online
@@ -215,6 +217,18 @@ fn open(global: &GlobalArgs) -> logbook::Result<Ledger> {
 /// Opens the ledger read-only, whatever the flags say (`logbook sql`).
 fn open_read_only(global: &GlobalArgs) -> logbook::Result<Ledger> {
     Ledger::open_read_only(options(global)?)
+}
+
+/// Opens the ledger for a command that checks it (`doctor`, `verify`): a
+/// missing file is not created but refused as `sql` refuses it (STORE_IO,
+/// "cannot read PATH"), so a mistyped `--db` never reports a new, empty
+/// database as healthy.
+fn open_existing(global: &GlobalArgs) -> logbook::Result<Ledger> {
+    let path = logbook::ledger::resolve_path(global.db.as_deref())?;
+    if !path.exists() {
+        return open_read_only(global);
+    }
+    open(global)
 }
 
 /// Parses the command line, runs the command, and returns its exit code.

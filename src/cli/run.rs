@@ -36,36 +36,67 @@ pub enum RunCommand {
     /// Each amount is an integer from 0 to 2^53-1; a run or session total
     /// that would pass 2^53-1 is refused (INVALID_ARGUMENT). A budget
     /// crossed by this write applies its policy.
+    ///
+    /// Errors: INVALID_ARGUMENT, RUN_NOT_FOUND, RUN_INVALID_TRANSITION (not
+    /// running), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook run usage run_0f1e2d3c4b5a6978 --input-tokens 100 --output-tokens 50 --api-calls 1"
     )]
     Usage(UsageArgs),
     /// Count one more turn of a running run
+    ///
+    /// Errors: INVALID_ARGUMENT, RUN_NOT_FOUND, RUN_INVALID_TRANSITION (not
+    /// running), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT, STORE_BUSY.
     #[command(after_help = "Example:\n  logbook run turn run_0f1e2d3c4b5a6978")]
     Turn(RunIdArgs),
     /// Complete a running run, optionally with an output
+    ///
+    /// Errors: INVALID_ARGUMENT (output over 4 MiB, not a JSON object),
+    /// RUN_NOT_FOUND, RUN_INVALID_TRANSITION (not running), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT,
+    /// STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook run complete run_0f1e2d3c4b5a6978 --output '{\"content\":\"Hello!\",\"stop_reason\":\"end_turn\"}'"
     )]
     Complete(CompleteArgs),
     /// Fail a pending or running run with an error code and message
+    ///
+    /// Errors: INVALID_ARGUMENT, RUN_NOT_FOUND, RUN_INVALID_TRANSITION (already
+    /// ended), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook run fail run_0f1e2d3c4b5a6978 --code provider_timeout --message \"Timed out\""
     )]
     Fail(FailArgs),
     /// Cancel a pending or running run
+    ///
+    /// Errors: INVALID_ARGUMENT, RUN_NOT_FOUND, RUN_INVALID_TRANSITION (already
+    /// ended), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT, STORE_BUSY.
     #[command(after_help = "Example:\n  logbook run cancel run_0f1e2d3c4b5a6978")]
     Cancel(RunIdArgs),
     /// Mark a pending or running run as timed out
+    ///
+    /// Errors: INVALID_ARGUMENT, RUN_NOT_FOUND, RUN_INVALID_TRANSITION (already
+    /// ended), SESSION_INVALID_TRANSITION (the session
+    /// ended), SESSION_CONFLICT, STORE_BUSY.
     #[command(after_help = "Example:\n  logbook run timeout run_0f1e2d3c4b5a6978")]
     Timeout(RunIdArgs),
     /// Show one run
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id), RUN_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook run show run_0f1e2d3c4b5a6978 --json")]
     Show(ShowArgs),
     /// List a session's runs in creation order
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id, unknown status), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook run list ses_1a2b3c4d5e6f7081 --status completed")]
     List(ListArgs),
     /// Print the session's running run (null when none)
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook run active ses_1a2b3c4d5e6f7081 --json")]
     Active(SessionArg),
 }
@@ -136,13 +167,13 @@ pub struct CompleteArgs {
 pub struct FailArgs {
     /// Run id
     run: String,
-    /// Error code, 1–128 characters, e.g. provider_timeout (a value that
-    /// begins with `-` is attached: `--code=-1`)
-    #[arg(long)]
+    /// Error code, 1–128 characters, e.g. provider_timeout (a value such as
+    /// `-x` is attached: `--code=-x`)
+    #[arg(long, allow_negative_numbers = true)]
     code: String,
-    /// Error message, 1–4096 characters (a value that begins with `-` is
-    /// attached: `--message=-x`)
-    #[arg(long)]
+    /// Error message, 1–4096 characters (a value such as `-x` is attached:
+    /// `--message=-x`)
+    #[arg(long, allow_negative_numbers = true)]
     message: String,
     #[command(flatten)]
     m: MutationArgs,

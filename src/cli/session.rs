@@ -26,6 +26,8 @@ pub enum SessionCommand {
     )]
     Create(CreateArgs),
     /// Show a session with all its events and resolved references
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook session show ses_1a2b3c4d5e6f7081 --json")]
     Show(IdArg),
     /// List sessions, newest created first
@@ -36,50 +38,80 @@ pub enum SessionCommand {
     /// the top and may be missed by that walk. --since/--until bound the
     /// order's timestamp (created, or updated): since inclusive, until
     /// exclusive.
+    ///
+    /// Errors: INVALID_ARGUMENT (a bad filter or time, --limit outside
+    /// 1..=1000, a cursor from another order or filter).
     #[command(
         after_help = "Example:\n  logbook session list --status active --app billing --limit 20"
     )]
     List(ListArgs),
     /// Start a pending session (pending → active)
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not pending), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(after_help = "Example:\n  logbook session start ses_1a2b3c4d5e6f7081")]
     Start(TransitionArgs),
     /// Pause an active session (active → paused)
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not active), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session pause ses_1a2b3c4d5e6f7081 --reason \"waiting for review\""
     )]
     Pause(TransitionArgs),
     /// Resume a paused session (paused → active)
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not paused), GATE_PENDING (a gate waits for a decision), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(after_help = "Example:\n  logbook session resume ses_1a2b3c4d5e6f7081")]
     Resume(TransitionArgs),
     /// Record a step and/or link references on an active session
     ///
     /// Needs at least one of --step, --note, --plan, --operation,
-    /// --deployment. A note that begins with `-` is written --note=-text.
+    /// --deployment or --state. A note that begins with `-` is written
+    /// --note=-text.
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not active), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session checkpoint ses_1a2b3c4d5e6f7081 --step deploy --note \"canary at 10%\" --if-rev 3"
     )]
     Checkpoint(CheckpointArgs),
     /// Complete an active session with a result
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (not active), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session complete ses_1a2b3c4d5e6f7081 --result \"shipped v3\""
     )]
     Complete(CompleteArgs),
     /// Fail a session (pending, active or paused) with a reason
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (already ended), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session fail ses_1a2b3c4d5e6f7081 --reason \"canary regressed\""
     )]
     Fail(ReasonArgs),
     /// Cancel a session (pending, active or paused) with a reason
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (already ended), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session cancel ses_1a2b3c4d5e6f7081 --reason \"superseded\""
     )]
     Cancel(ReasonArgs),
     /// Print a session's events in seq order
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
     #[command(
         after_help = "Example:\n  logbook session events ses_1a2b3c4d5e6f7081 --after-seq 10 --limit 50"
     )]
     Events(EventsArgs),
     /// Append an agent's own event (type x.NAME) to a live session
+    ///
+    /// Errors: INVALID_ARGUMENT (a type that is not x.NAME, caps, bad JSON),
+    /// SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION (ended), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session event ses_1a2b3c4d5e6f7081 --type x.test_run --detail \"42 passed\""
     )]
@@ -181,7 +213,7 @@ pub struct CreateArgs {
     /// Application name
     #[arg(long)]
     app: Option<String>,
-    /// Goal, up to 4096 characters
+    /// Goal, 1–4096 characters
     #[arg(long, allow_negative_numbers = true)]
     goal: Option<String>,
     /// Agent id
@@ -277,7 +309,7 @@ pub struct StageArgs {
     #[arg(allow_hyphen_values = true)]
     name: String,
     /// Which attempt this is, 1..=1000000
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     attempt: Option<i64>,
     /// Why (free text, up to 4096 characters)
     #[arg(long, allow_negative_numbers = true)]
@@ -293,7 +325,7 @@ pub struct CheckpointArgs {
     /// Step name, 1–200 characters
     #[arg(long, allow_negative_numbers = true)]
     step: Option<String>,
-    /// Note, up to 4096 characters
+    /// Note, 1–4096 characters
     #[arg(long, allow_negative_numbers = true)]
     note: Option<String>,
     /// Link a plan id (can be repeated)

@@ -15,7 +15,7 @@ pub struct SqlArgs {
     #[arg(long)]
     csv: bool,
     /// Interrupt the statement after this many ms [default: 30000]
-    #[arg(long, value_name = "MS", allow_hyphen_values = true)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     timeout_ms: Option<u64>,
 }
 

@@ -1,7 +1,7 @@
 //! `logbook verify` (and the global event feed): the timeline across sessions.
 
 use super::output::Printer;
-use super::{open, GlobalArgs};
+use super::{open, open_existing, GlobalArgs};
 use clap::Args;
 use logbook::Result;
 
@@ -14,7 +14,7 @@ pub struct VerifyArgs {
 }
 
 pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
-    let ledger = open(global)?;
+    let ledger = open_existing(global)?;
     let report = ledger.verify(&args.ids)?;
     out.success(&report, |r| {
         let mut s = format!(
@@ -36,7 +36,7 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Start after this cursor (an event_id; 0 = from the first event)
-    #[arg(long, value_name = "CURSOR", allow_hyphen_values = true)]
+    #[arg(long, value_name = "CURSOR", allow_negative_numbers = true)]
     after: Option<String>,
     /// Only this session's events (repeatable)
     #[arg(long = "session", value_name = "ID")]
@@ -45,7 +45,7 @@ pub struct EventsArgs {
     #[arg(long = "type", value_name = "TYPE")]
     types: Vec<String>,
     /// Page size, 1..=1000 [default: 100]; with --follow, exit after N events
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     limit: Option<i64>,
     /// Keep printing events as they commit (JSON Lines under --json) until
     /// interrupted (exit 0) or stdout closes

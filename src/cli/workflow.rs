@@ -41,6 +41,8 @@ pub enum WorkflowCommand {
     )]
     Fork(ForkArgs),
     /// Show a session and all its descendants with their status
+    ///
+    /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook session tree ses_1a2b3c4d5e6f7081")]
     Tree(WfIdArg),
     /// Take the session's lease (the session lock): prints its token once
@@ -52,6 +54,9 @@ pub enum WorkflowCommand {
     /// is taken over. The owner is the process that ran this command (its
     /// parent), or --owner-pid. Pass --lease TOKEN to renew your own lease.
     /// Only the token's SHA-256 is stored.
+    ///
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+    /// (ended), LEASE_HELD, SESSION_CONFLICT (--if-rev), STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session lock ses_1a2b3c4d5e6f7081 --ttl-ms 60000 --json"
     )]

@@ -454,7 +454,7 @@ impl Ledger {
     pub fn create_session(&self, req: CreateSession) -> Result<Session> {
         v::text("title", &req.title, 1, v::TITLE_MAX, Lines::Single)?;
         if let Some(g) = &req.goal {
-            v::text("goal", g, 0, v::GOAL_MAX, Lines::Multi)?;
+            v::text("goal", g, 1, v::GOAL_MAX, Lines::Multi)?;
         }
         opt_name("app", &req.app)?;
         opt_name("agent_id", &req.agent_id)?;
@@ -779,7 +779,7 @@ impl Ledger {
             v::text("step", s, 1, v::STEP_MAX, Lines::Single)?;
         }
         if let Some(n) = &req.note {
-            v::text("note", n, 0, v::NOTE_MAX, Lines::Multi)?;
+            v::text("note", n, 1, v::NOTE_MAX, Lines::Multi)?;
         }
         let kinds: [(&'static str, &'static str, &Vec<String>); 3] = [
             ("plan", "plan_ids", &req.plan_ids),
@@ -854,7 +854,7 @@ impl Ledger {
         v::custom_event_type(&req.event_type)?;
         v::not_secret("type", &req.event_type, "event types")?;
         if let Some(d) = &req.detail {
-            v::text("detail", d, 0, v::DETAIL_MAX, Lines::Multi)?;
+            v::text("detail", d, 1, v::DETAIL_MAX, Lines::Multi)?;
         }
         check_json("data", &req.data)?;
         let detail = redact_opt(req.detail.as_deref());

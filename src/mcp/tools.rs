@@ -59,7 +59,7 @@ pub const TOOLS: &[ToolSpec] = &[
         fields: &[
             Field::req("title", Kind::Text, "Title, 1-200 characters, one line"),
             Field::opt("app", Kind::Text, "Application name, up to 128 characters"),
-            Field::opt("goal", Kind::Text, "Goal, up to 4096 characters"),
+            Field::opt("goal", Kind::Text, "Goal, 1–4096 characters"),
             Field::opt("agent_id", Kind::Text, "Agent id, up to 128 characters"),
             Field::opt(
                 "route",
@@ -141,7 +141,7 @@ pub const TOOLS: &[ToolSpec] = &[
         fields: &[
             SESSION_ID,
             Field::opt("step", Kind::Text, "Step name, 1-200 characters"),
-            Field::opt("note", Kind::Text, "Note, up to 4096 characters"),
+            Field::opt("note", Kind::Text, "Note, 1–4096 characters"),
             Field::opt("plan_ids", Kind::TextList, "Plan ids to link"),
             Field::opt("operation_ids", Kind::TextList, "Operation ids to link"),
             Field::opt("deployment_ids", Kind::TextList, "Deployment ids to link"),

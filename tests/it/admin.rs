@@ -261,3 +261,31 @@ fn doctor_notices_a_dropped_trigger() {
     assert_eq!(objects["ok"], false);
     assert_eq!(objects["detail"], "trigger events_no_update is missing");
 }
+
+/// `doctor` and `verify` on a path with no database (a mistyped `--db`)
+/// fail with STORE_IO and create nothing: they used to create a new, empty
+/// database and report it healthy (found by adversarial testing).
+#[test]
+fn doctor_and_verify_refuse_a_missing_database_and_create_nothing() {
+    let env = TestEnv::new();
+    let missing = env.path().with_file_name("typo").join("logbook.db");
+    let db = missing.to_str().unwrap();
+    for cmd in ["doctor", "verify"] {
+        let out: Run = env
+            .command()
+            .args(["--db", db, cmd, "--json"])
+            .output()
+            .unwrap()
+            .into();
+        let e = assert_error(&out, "STORE_IO", 6);
+        assert_eq!(e["message"], format!("cannot read {db}"), "{cmd}");
+        assert!(
+            !missing.parent().unwrap().exists(),
+            "{cmd} created the folder"
+        );
+    }
+    // An existing database is checked as before.
+    env.create("t");
+    assert_eq!(env.json(&["doctor"]).code, 0);
+    assert_eq!(env.json(&["verify"]).code, 0);
+}

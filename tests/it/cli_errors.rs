@@ -447,3 +447,48 @@ fn usage_errors_name_the_similar_repeated_and_conflicting_flags() {
         r.stderr
     );
 }
+
+/// Free text is never empty, whichever way it is given (an empty `--note=`
+/// recorded a checkpoint that said nothing, though a checkpoint needs a step,
+/// a note or a reference: found by adversarial testing); and a value that
+/// looks like a negative number is a value, not a flag (SPEC §5), also for
+/// `run fail`.
+#[test]
+fn empty_free_text_is_refused_and_negative_looking_values_are_values() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let cases: [(Vec<&str>, &str); 6] = [
+        (vec!["session", "checkpoint", &id, "--note="], "note"),
+        (vec!["session", "checkpoint", &id, "--note", ""], "note"),
+        (
+            vec!["session", "checkpoint", &id, "--step", "s", "--note="],
+            "note",
+        ),
+        (vec!["session", "checkpoint", &id, "--step="], "step"),
+        (vec!["session", "create", "--title", "x", "--goal="], "goal"),
+        (
+            vec!["session", "event", &id, "--type", "x.build", "--detail="],
+            "detail",
+        ),
+    ];
+    for (args, field) in cases {
+        let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(err["details"]["field"], field, "{args:?}");
+        assert_eq!(err["details"]["reason"], "must not be empty", "{args:?}");
+    }
+    let d = env
+        .json(&["session", "checkpoint", &id, "--note", "-5"])
+        .data();
+    assert_eq!(d["checkpoint"]["note"], "-5");
+    let run = env.json(&["run", "create", &id]).data()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let d = env
+        .json(&["run", "fail", &run, "--code", "-1", "--message", "-5"])
+        .data();
+    assert_eq!(
+        d["error"],
+        serde_json::json!({"code": "-1", "message": "-5"})
+    );
+}

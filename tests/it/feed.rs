@@ -276,6 +276,18 @@ fn feed_pages_filters_and_refusals() {
         "SESSION_NOT_FOUND",
         3,
     );
+    // A flag is never taken as a value: `--after --json` is a missing
+    // cursor, answered in JSON (the same for every flag that takes a number).
+    for args in [
+        vec!["events", "--after"],
+        vec!["events", "--limit"],
+        vec!["sql", "SELECT 1", "--timeout-ms"],
+        vec!["session", "stage", &b, "start", "build", "--attempt"],
+    ] {
+        let e = assert_error(&env.json(&args), "INVALID_ARGUMENT", 2);
+        let field = e["details"]["field"].as_str().unwrap();
+        assert!(field.starts_with(args.last().unwrap()), "{args:?}: {field}");
+    }
     // Human form: one line per event and the cursor.
     let r = env.run(&["events", "--session", &b]);
     assert_eq!(r.code, 0);
