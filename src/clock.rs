@@ -47,14 +47,28 @@ pub fn parse_time(field: &str, text: &str) -> Result<i64> {
             .parse::<i64>()
             .map_err(|_| Error::invalid(field, "epoch milliseconds out of range"));
     }
+    let bad = || {
+        Error::invalid(
+            field,
+            "expected an RFC 3339 time with an offset (e.g. 2030-01-01T00:00:00Z) or epoch milliseconds",
+        )
+    };
+    // jiff reads the wider Temporal syntax (offsets up to ±25:59:59, zone
+    // annotations, `±HHMM`); RFC 3339 is the date, `T`, the time, and `Z` or
+    // `±HH:MM` with HH at most 23.
+    static RFC3339: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let shape = RFC3339.get_or_init(|| {
+        regex::Regex::new(
+            r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$",
+        )
+        .ok()
+    });
+    if !shape.as_ref().is_some_and(|re| re.is_match(t)) {
+        return Err(bad());
+    }
     t.parse::<jiff::Timestamp>()
         .map(|ts| ts.as_millisecond())
-        .map_err(|_| {
-            Error::invalid(
-                field,
-                "expected an RFC 3339 time with an offset (e.g. 2030-01-01T00:00:00Z) or epoch milliseconds",
-            )
-        })
+        .map_err(|_| bad())
 }
 
 /// Formats ms since the epoch as RFC 3339 in UTC with millisecond precision.
@@ -77,6 +91,21 @@ mod tests {
         assert_eq!((a, b), (c, c));
         assert!(parse_time("since", "2030-01-01T00:00:00").is_err());
         assert!(parse_time("since", "yesterday").is_err());
+        // RFC 3339 only: no offset past ±23:59, no zone annotation, no
+        // `±HHMM` (jiff alone accepts all three).
+        for t in [
+            "2030-01-01T00:00:00+25:00",
+            "2030-01-01T00:00:00+24:00",
+            "2030-01-01T00:00:00Z[UTC]",
+            "2030-01-01T00:00:00+0530",
+        ] {
+            assert!(parse_time("since", t).is_err(), "{t}");
+        }
+        assert_eq!(
+            parse_time("since", "2030-01-01t05:30:00.5z").unwrap(),
+            c + 500
+        );
+        assert_eq!(parse_time("since", "2030-01-02T05:29:00+23:59").unwrap(), c);
         assert_eq!(format_ms(c), "2030-01-01T05:30:00.000Z");
     }
 }

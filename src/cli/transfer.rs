@@ -21,7 +21,7 @@ pub struct ExportArgs {
     #[arg(long = "session", value_name = "ID")]
     sessions: Vec<String>,
     /// Write to this file (jsonl) or folder (phelix, required) instead of
-    /// stdout; files are created 0600 and new folders 0700
+    /// stdout (`-` is stdout); files are created 0600 and new folders 0700
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }
@@ -53,7 +53,9 @@ fn broken_pipe(e: &Error) -> bool {
 
 pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
     let ledger = open(global)?;
-    let report = match (args.format, &args.out) {
+    // `--out -` is stdout, as `-` is stdin for `import`.
+    let to = args.out.as_ref().filter(|p| p.as_os_str() != "-");
+    let report = match (args.format, to) {
         (ExportFormat::Jsonl, None) => {
             if out.json {
                 return Err(Error::invalid(
@@ -70,7 +72,10 @@ pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         (ExportFormat::Jsonl, Some(path)) => ledger.export_jsonl_file(&args.sessions, path)?,
         (ExportFormat::Phelix, Some(dir)) => ledger.export_phelix(&args.sessions, dir)?,
         (ExportFormat::Phelix, None) => {
-            return Err(Error::invalid("--out", "is required with --format phelix"))
+            return Err(Error::invalid(
+                "--out",
+                "is required with --format phelix, and must be a folder",
+            ))
         }
     };
     out.success(&report, |r| {

@@ -456,6 +456,24 @@ fn export_selects_sessions_and_refuses_unknown_ones_and_json_to_stdout() {
         "INVALID_ARGUMENT",
         2,
     );
+    // `--out -` is stdout, as `-` is stdin for import (it used to write a
+    // file named `-` in the working directory); a folder format refuses it.
+    let mut c = env.command();
+    c.current_dir(env.dir.path())
+        .args(["--db", env.path().to_str().unwrap()]);
+    let r: Run = c
+        .args(["export", "--format", "jsonl", "--out", "-"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!((r.code, r.stdout), (0, export_jsonl(&env)));
+    assert!(!env.dir.path().join("-").exists());
+    assert_error(
+        &env.json(&["export", "--format", "phelix", "--out", "-"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert!(!env.dir.path().join("-").exists());
 }
 
 /// One good exported line, as a JSON value to mutate.
