@@ -124,6 +124,9 @@ enum Command {
     /// processes keep writing; it is checked, then renamed into place (mode
     /// 0600). DEST must not exist. Restore by pointing --db (or LOGBOOK_DB)
     /// at the copy, or moving it into place while no logbook runs.
+    ///
+    /// Errors: INVALID_ARGUMENT (DEST exists, or is the database itself),
+    /// STORE_IO (DEST cannot be written).
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
     /// Run one read-only SQL statement and print the result
@@ -138,6 +141,8 @@ enum Command {
     )]
     Sql(sql::SqlArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    ///
+    /// Errors: INVALID_ARGUMENT (another shell).
     #[command(
         after_help = "Example:\n  logbook completions bash > ~/.local/share/bash-completion/completions/logbook\n  logbook completions zsh > \"${fpath[1]}/_logbook\"\n  logbook completions fish > ~/.config/fish/completions/logbook.fish"
     )]
@@ -174,7 +179,9 @@ enum Command {
     /// nothing was rejected; otherwise INVALID_ARGUMENT (exit 2) whose
     /// details hold the full report; the good sessions are imported either
     /// way. Amber sessions get the id ses_ + the first 16 hex of
-    /// SHA-256("amber:" + uuid). See docs/import-export.md.
+    /// SHA-256("amber:" + uuid). See docs/import-export.md. Errors:
+    /// INVALID_ARGUMENT (as above, an unknown format, or a SRC that is not
+    /// a file or folder of that format), STORE_IO (a read of SRC fails).
     #[command(
         after_help = "Example:\n  logbook import --format jsonl backup.jsonl\n  logbook import --format amber ~/project --json"
     )]
