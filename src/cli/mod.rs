@@ -226,16 +226,13 @@ fn open_read_only(global: &GlobalArgs) -> logbook::Result<Ledger> {
     Ledger::open_read_only(options(global)?)
 }
 
-/// Opens the ledger for a command that checks it (`doctor`, `verify`): a
-/// missing file is not created but refused as `sql` refuses it (STORE_IO,
-/// "cannot read PATH"), so a mistyped `--db` never reports a new, empty
-/// database as healthy.
+/// Opens the ledger for a command that checks it (`doctor`, `verify`):
+/// never creates a missing file ([`Ledger::open_existing`]).
 fn open_existing(global: &GlobalArgs) -> logbook::Result<Ledger> {
-    let path = logbook::ledger::resolve_path(global.db.as_deref())?;
-    if !path.exists() {
+    if global.read_only {
         return open_read_only(global);
     }
-    open(global)
+    Ledger::open_existing(options(global)?)
 }
 
 /// Parses the command line, runs the command, and returns its exit code.

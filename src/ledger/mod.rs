@@ -224,6 +224,21 @@ impl Ledger {
     /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY,
     /// INVALID_ARGUMENT (no path could be resolved).
     pub fn open(opts: LedgerOptions) -> Result<Self> {
+        Self::open_with(opts, true)
+    }
+
+    /// Opens (migrating if needed) a database that already exists: as
+    /// [`Ledger::open`], but a missing file is STORE_IO ("cannot read PATH")
+    /// and nothing is created — for checks (`doctor`, `verify`), where a
+    /// mistyped path must not become a new, empty, healthy database.
+    ///
+    /// # Errors
+    /// As [`Ledger::open`].
+    pub fn open_existing(opts: LedgerOptions) -> Result<Self> {
+        Self::open_with(opts, false)
+    }
+
+    fn open_with(opts: LedgerOptions, create: bool) -> Result<Self> {
         let path = resolve_path(opts.path.as_deref())?;
         let conn = store::open(&StoreConfig {
             path: path.clone(),
@@ -231,6 +246,7 @@ impl Ledger {
             sync: opts.sync,
             wal_autocheckpoint_pages: opts.wal_autocheckpoint_pages,
             page_cache_kib: opts.page_cache_kib,
+            create,
         })?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {

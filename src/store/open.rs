@@ -55,6 +55,9 @@ pub struct StoreConfig {
     /// Page cache size in KiB (`PRAGMA cache_size = -N`); memory is taken
     /// only as pages are read.
     pub page_cache_kib: u32,
+    /// Create the file (and its folders) when it is missing; otherwise a
+    /// missing file is STORE_IO ("cannot read PATH") and nothing is created.
+    pub create: bool,
 }
 
 fn io_err(context: String, source: std::io::Error) -> Error {
@@ -121,15 +124,16 @@ pub(crate) fn companion(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Prepares the file: private parent folders, the file created 0600.
-/// Returns whether this call created it.
+/// Prepares the file: private parent folders, the file created 0600 (a
+/// missing file is STORE_IO instead when `create` is false). Returns whether
+/// this call created it.
 ///
 /// An existing path is never touched here: it must be a regular file (a
 /// folder, device or FIFO is refused with STORE_IO before anything happens),
 /// and its mode is tightened only after the probe has shown it is a logbook
 /// database ([`tighten_existing`]), so pointing `--db` at someone else's
 /// file changes nothing about it.
-fn prepare_file(path: &Path) -> Result<bool> {
+fn prepare_file(path: &Path, create: bool) -> Result<bool> {
     match fs::metadata(path) {
         Ok(m) if m.is_file() => return Ok(false),
         Ok(_) => {
@@ -138,7 +142,7 @@ fn prepare_file(path: &Path) -> Result<bool> {
                 std::io::Error::from(ErrorKind::InvalidInput),
             ))
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) if e.kind() == ErrorKind::NotFound && create => {}
         Err(e) => return Err(io_err(format!("cannot read {}", path.display()), e)),
     }
     if let Some(parent) = path.parent() {
@@ -176,7 +180,7 @@ fn tighten_existing(path: &Path) -> Result<()> {
 /// file), STORE_VERSION_TOO_NEW (schema newer than this binary), STORE_BUSY
 /// (locked past the busy timeout while switching to WAL or migrating).
 pub fn open(cfg: &StoreConfig) -> Result<Connection> {
-    prepare_file(&cfg.path)?;
+    prepare_file(&cfg.path, cfg.create)?;
     // Before SQLite opens them: a read-only -shm would make this connection
     // a reader only.
     ensure_companions_owner_rw(&cfg.path);

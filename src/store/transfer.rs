@@ -670,6 +670,7 @@ mod tests {
             sync: crate::store::SyncMode::Normal,
             wal_autocheckpoint_pages: 1000,
             page_cache_kib: crate::store::open::SQLITE_DEFAULT_CACHE_KIB,
+            create: true,
         })
         .unwrap();
         for sql in [
