@@ -19,7 +19,7 @@ waits, so it never keeps the lock) and against its own mean single-writer rate
 (builds of the same source can differ by 10% in code layout), as well as the
 median of the per-round ratios.
 
-Each round runs one writer alone, then N writers (16,000 checkpoints in all
+Each round runs N writers, then one writer alone (16,000 checkpoints in all
 either way, N × --ops with --ops; each process on its own session,
 synchronous=NORMAL), and prints
 aggregate ops/s and the ratio to the single writer of the same round.

@@ -250,9 +250,10 @@ impl Waiter {
                 };
                 continue;
             };
+            // Only a kept lock can be due (a write in progress looks again
+            // after IDLE); releasing it also clears `holding`.
             if now >= due {
                 st.release_kept();
-                st.holding = false;
                 continue;
             }
             st.armed = true;
