@@ -109,13 +109,29 @@ fn plan(q: &FeedQuery) -> Result<Plan> {
     })
 }
 
+/// A cursor past the newest event was never handed out by this database
+/// (another file, or an older copy of this one): continuing from it would
+/// silently skip every event up to it once they are written.
+fn check_cursor(after: i64, newest: i64) -> Result<()> {
+    if after > newest {
+        return Err(Error::invalid(
+            "after",
+            format!(
+                "is past the newest event ({newest}): pass a next_cursor this database returned"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Ledger {
     /// One page of the global feed: events of all sessions (or of the given
     /// ones) after the cursor, in `event_id` order, in one read snapshot.
     ///
     /// # Errors
-    /// INVALID_ARGUMENT (cursor, limit, type, malformed id);
-    /// SESSION_NOT_FOUND for a `sessions` entry that does not exist.
+    /// INVALID_ARGUMENT (cursor — malformed, or past the newest event —,
+    /// limit, type, malformed id); SESSION_NOT_FOUND for a `sessions` entry
+    /// that does not exist.
     pub fn feed(&self, q: &FeedQuery) -> Result<FeedPage> {
         let p = plan(q)?;
         self.feed_page(&p).map(|(page, _)| page)
@@ -128,6 +144,10 @@ impl Ledger {
             if p.sessions.is_empty() {
                 let (events, last, at_end) =
                     sql::scan_all(conn, p.after, p.limit, FEED_MAX_SCAN, keep).map_err(db)?;
+                if last == p.after {
+                    // Nothing after the cursor: it must not be past the end.
+                    check_cursor(p.after, sql::newest_event_id(conn).map_err(db)?)?;
+                }
                 // A full page, or a scan cut short by FEED_MAX_SCAN: more
                 // may be waiting. (A full page that ended exactly at the
                 // table's end costs one more, empty, read.)
@@ -160,10 +180,12 @@ impl Ledger {
             let next = if full {
                 all.last().map_or(p.after, |e| e.event_id)
             } else {
+                let newest = sql::newest_event_id(conn).map_err(db)?;
+                check_cursor(p.after, newest)?;
                 all.last()
                     .map_or(p.after, |e| e.event_id)
                     .max(p.after)
-                    .max(sql::newest_event_id(conn).map_err(db)?)
+                    .max(newest)
             };
             Ok((
                 FeedPage {

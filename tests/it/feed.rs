@@ -276,6 +276,19 @@ fn feed_pages_filters_and_refusals() {
         "SESSION_NOT_FOUND",
         3,
     );
+    // A cursor past the newest event (5) was never handed out: refused,
+    // for one session too, rather than echoed back to skip events later.
+    for args in [
+        vec!["events", "--after", "999"],
+        vec!["events", "--after", "6", "--session", &b],
+    ] {
+        let e = assert_error(&env.json(&args), "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], "after", "{args:?}");
+    }
+    assert_eq!(
+        env.json(&["events", "--after", "5"]).data()["next_cursor"],
+        "5"
+    );
     // A flag is never taken as a value: `--after --json` is a missing
     // cursor, answered in JSON (the same for every flag that takes a number).
     for args in [
