@@ -16,15 +16,17 @@ pub enum GateCommand {
     /// active. user-approval, step-confirm: event gate_opened, the session
     /// pauses with the gate pending; `session resume` is refused with
     /// GATE_PENDING until the gate is approved or rejected. Errors:
-    /// SESSION_INVALID_TRANSITION (not active), SESSION_CONFLICT, LEASE_HELD.
+    /// INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION (not
+    /// active), SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook gate open ses_1a2b3c4d5e6f7081 --gate deploy-approval --kind user-approval"
     )]
     Open(OpenArgs),
     /// Approve a pending gate: the session resumes (event gate_approved)
     ///
-    /// Errors: GATE_NOT_FOUND (exit 3), GATE_ALREADY_DECIDED (exit 5),
-    /// SESSION_INVALID_TRANSITION, SESSION_CONFLICT, LEASE_HELD.
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, GATE_NOT_FOUND (exit 3),
+    /// GATE_ALREADY_DECIDED (exit 5), SESSION_INVALID_TRANSITION,
+    /// SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook gate approve ses_1a2b3c4d5e6f7081 --gate deploy-approval"
     )]
@@ -32,8 +34,9 @@ pub enum GateCommand {
     /// Reject a pending gate: the session fails, or is cancelled with --abort
     ///
     /// One event gate_rejected (data.outcome: failed | cancelled); the reason
-    /// becomes the session's end_reason. Errors: GATE_NOT_FOUND,
-    /// GATE_ALREADY_DECIDED (exit 5), SESSION_CONFLICT, LEASE_HELD.
+    /// becomes the session's end_reason. Errors: INVALID_ARGUMENT,
+    /// SESSION_NOT_FOUND, GATE_NOT_FOUND, GATE_ALREADY_DECIDED (exit 5),
+    /// SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook gate reject ses_1a2b3c4d5e6f7081 --gate deploy-approval --reason \"too risky\" --abort"
     )]

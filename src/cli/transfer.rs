@@ -60,7 +60,7 @@ pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<(
             if out.json {
                 return Err(Error::invalid(
                     "--json",
-                    "needs --out: without it the export itself is written to stdout",
+                    "needs --out FILE: without it, or with --out -, the export itself is written to stdout",
                 ));
             }
             let mut stdout = std::io::stdout().lock();

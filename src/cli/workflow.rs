@@ -23,8 +23,9 @@ pub enum WorkflowCommand {
     /// Sets the session's context to the snapshot's state and its stage to
     /// the stage it had then; event checkpoint_restored. Status and usage are
     /// unchanged: usage is never rewound. Active or paused sessions only.
-    /// Errors: CHECKPOINT_NOT_FOUND (exit 3), SESSION_INVALID_TRANSITION,
-    /// SESSION_CONFLICT, LEASE_HELD.
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, CHECKPOINT_NOT_FOUND
+    /// (exit 3), SESSION_INVALID_TRANSITION, SESSION_CONFLICT, LEASE_HELD,
+    /// STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session restore ses_1a2b3c4d5e6f7081 --checkpoint 4 --if-rev 9"
     )]
@@ -35,7 +36,8 @@ pub enum WorkflowCommand {
     /// come from the snapshot, and title, goal, app, agent, route, tags and
     /// metadata from the source (--title overrides the title). Event forked on
     /// both (a terminal source is frozen: only the child records it). Prints
-    /// the child. Errors: CHECKPOINT_NOT_FOUND, SESSION_CONFLICT, LEASE_HELD.
+    /// the child. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND,
+    /// CHECKPOINT_NOT_FOUND, SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session fork ses_1a2b3c4d5e6f7081 --checkpoint 4 --title \"retry with v2\""
     )]
@@ -63,8 +65,9 @@ pub enum WorkflowCommand {
     Lock(LockArgs),
     /// Release the session's lease
     ///
-    /// Errors: LEASE_HELD (another live owner holds it), LEASE_NOT_FOUND (no
-    /// lease with this token: it expired and was taken over, or was released).
+    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, LEASE_HELD (another live
+    /// owner holds it), LEASE_NOT_FOUND (no lease with this token: it expired
+    /// and was taken over, or was released), STORE_BUSY.
     #[command(
         after_help = "Example:\n  logbook session unlock ses_1a2b3c4d5e6f7081 --token \"$TOKEN\""
     )]
