@@ -108,6 +108,21 @@ pub fn name(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a title (of a session, a fork, a run …): 1–200 characters, one
+/// line, and not only whitespace (SPEC §2: a title is required, and a blank
+/// one names nothing).
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`: empty, blank, over 200 characters, or a
+/// control character.
+pub fn title(field: &str, value: &str) -> Result<()> {
+    text(field, value, 1, TITLE_MAX, Lines::Single)?;
+    if value.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be only whitespace"));
+    }
+    Ok(())
+}
+
 /// Checks a name that is stored exactly as given because rows are keyed or
 /// matched by it (stage names, gate names, event types): it must not look
 /// like a secret, since redacting it would change which row it names.

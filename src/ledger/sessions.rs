@@ -180,10 +180,6 @@ pub struct ListSessions {
     pub cursor: Option<String>,
 }
 
-/// How far back the clock may step while `created_at_ms` still stays
-/// monotonic: 60,000 ms.
-pub(super) const CREATED_CLAMP_MS: i64 = 60_000;
-
 /// Default page size of `list`.
 pub const LIST_LIMIT_DEFAULT: i64 = 20;
 /// Largest page size of `list` and `events`.
@@ -327,10 +323,10 @@ pub(super) struct NewSessionRow<'a> {
 /// Inserts a new session at rev 1: its row under a fresh id (retried on the
 /// vanishingly rare collision of 64 random bits), its `session_data` and
 /// tag rows, and its `created` event (seq 0). The creation time is `now`,
-/// held monotonic across a clock step back of up to [`CREATED_CLAMP_MS`]
-/// (so created order is insertion order; a larger gap means a skewed clock
-/// wrote the newest row, and following it would pin every later session to
-/// that time). Returns the new id.
+/// but never below the newest session's `created_at_ms`, however far the
+/// clock stepped back (issue 13 §15: created order is insertion order, as
+/// event times never go below their session's previous event). Returns the
+/// new id.
 pub(super) fn insert_session(
     tx: &Connection,
     now: i64,
@@ -341,7 +337,7 @@ pub(super) fn insert_session(
         .and_then(|mut st| st.query_row([], |r| r.get(0)))
         .map_err(db)?;
     let created_at_ms = match newest {
-        Some(n) if n > now && n - now <= CREATED_CLAMP_MS => n,
+        Some(n) if n > now => n,
         _ => now,
     };
     let tags_json = serde_json::to_string(s.tags).map_err(|e| Error::internal(e.to_string()))?;
@@ -452,7 +448,7 @@ impl Ledger {
     ///
     /// Spec: §2, §5 `session create`.
     pub fn create_session(&self, req: CreateSession) -> Result<Session> {
-        v::text("title", &req.title, 1, v::TITLE_MAX, Lines::Single)?;
+        v::title("title", &req.title)?;
         if let Some(g) = &req.goal {
             v::text("goal", g, 1, v::GOAL_MAX, Lines::Multi)?;
         }
@@ -777,6 +773,9 @@ impl Ledger {
         }
         if let Some(s) = &req.step {
             v::text("step", s, 1, v::STEP_MAX, Lines::Single)?;
+            if s.trim().is_empty() {
+                return Err(Error::invalid("step", "must not be only whitespace"));
+            }
         }
         if let Some(n) = &req.note {
             v::text("note", n, 1, v::NOTE_MAX, Lines::Multi)?;

@@ -24,7 +24,7 @@ use crate::redact::redact;
 use crate::store::events::{self as ev, NewEvent};
 use crate::store::sessions as ss;
 use crate::store::workflow::{self as ws, SnapshotRow};
-use crate::validate::{self as v, Lines};
+use crate::validate as v;
 use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
@@ -253,7 +253,7 @@ impl Ledger {
         validate_key(m)?;
         check_seq(req.checkpoint)?;
         if let Some(t) = &req.title {
-            v::text("title", t, 1, v::TITLE_MAX, Lines::Single)?;
+            v::title("title", t)?;
         }
         let title = req.title.as_deref().map(|t| redact(t).into_owned());
         let seq_text = req.checkpoint.map(|s| s.to_string());

@@ -76,30 +76,44 @@ pub struct Probe {
     pub user_version: i64,
     /// Number of objects in `sqlite_schema`.
     pub objects: i64,
+    /// The newest version in refinery's history table, or `None` when the
+    /// table is missing or empty. It can disagree with `user_version` when
+    /// a newer logbook, or refinery's own tooling, migrated the file.
+    pub history_max: Option<i64>,
 }
 
-/// Reads the header fields without writing anything.
+/// Reads the header fields and the newest recorded migration without
+/// writing anything.
 pub fn probe(conn: &Connection) -> rusqlite::Result<Probe> {
-    conn.query_row(
-        "SELECT (SELECT application_id FROM pragma_application_id),
-                (SELECT user_version FROM pragma_user_version),
-                (SELECT count(*) FROM sqlite_schema)",
-        [],
-        |r| {
-            Ok(Probe {
-                application_id: r.get(0)?,
-                user_version: r.get(1)?,
-                objects: r.get(2)?,
-            })
-        },
-    )
+    let (application_id, user_version, objects, has_history) = conn
+        .prepare_cached(
+            "SELECT (SELECT application_id FROM pragma_application_id),
+                    (SELECT user_version FROM pragma_user_version),
+                    (SELECT count(*) FROM sqlite_schema),
+                    EXISTS (SELECT 1 FROM sqlite_schema
+                            WHERE type = 'table' AND name = 'refinery_schema_history')",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+    let history_max = if has_history {
+        conn.prepare_cached("SELECT max(version) FROM refinery_schema_history")?
+            .query_row([], |r| r.get(0))?
+    } else {
+        None
+    };
+    Ok(Probe {
+        application_id,
+        user_version,
+        objects,
+        history_max,
+    })
 }
 
 /// Refuses a foreign or newer database.
 ///
 /// # Errors
 /// STORE_CORRUPT for a SQLite file that is not logbook's; STORE_VERSION_TOO_NEW
-/// for a schema newer than [`latest_version`].
+/// for a schema newer than [`latest_version`], by `user_version` or by
+/// refinery's history (issue 13 §9).
 pub fn check_probe(p: &Probe, path: &str) -> Result<(), Error> {
     let fresh = p.application_id == 0 && p.user_version == 0 && p.objects == 0;
     if !fresh && p.application_id != APPLICATION_ID {
@@ -108,10 +122,13 @@ pub fn check_probe(p: &Probe, path: &str) -> Result<(), Error> {
             reason: "the file is a SQLite database, but not a logbook database".into(),
         });
     }
-    if p.user_version > latest_version() {
+    // The newer of the two records decides: a file that refinery's history
+    // says a newer logbook migrated is refused even if `user_version` lags.
+    let found = p.user_version.max(p.history_max.unwrap_or(0));
+    if found > latest_version() {
         return Err(Error::VersionTooNew {
             path: path.to_owned(),
-            found: p.user_version,
+            found,
             supported: latest_version(),
         });
     }

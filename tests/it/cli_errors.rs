@@ -295,6 +295,43 @@ fn newer_schema_exit_6_untouched() {
     assert_eq!(history, logbook::store::migrate::LATEST_VERSION);
 }
 
+/// Issue 13 §9: a newer schema recorded only in refinery's history (a newer
+/// logbook or refinery's own tooling migrated the file, `user_version`
+/// lags) is refused like a newer `user_version`, by writes and reads alike,
+/// and the file is left byte-identical.
+#[test]
+fn newer_schema_in_refinery_history_only_exit_6_untouched() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let next = logbook::store::migrate::LATEST_VERSION + 1;
+    {
+        let c = env.sql();
+        c.execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) \
+             VALUES (?1, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
+            [next],
+        )
+        .unwrap();
+        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
+    }
+    let before = std::fs::read(env.path()).unwrap();
+    for args in [
+        vec!["session", "create", "--title", "x"],
+        vec!["session", "checkpoint", &id, "--step", "s"],
+        vec!["session", "list"],
+        vec!["--read-only", "session", "show", &id],
+        vec!["sql", "SELECT 1"],
+    ] {
+        let err = assert_error(&env.json(&args), "STORE_VERSION_TOO_NEW", 6);
+        assert_eq!(err["details"]["found"], next, "{args:?}");
+        assert_eq!(
+            err["details"]["supported"],
+            logbook::store::migrate::LATEST_VERSION
+        );
+    }
+    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+}
+
 #[test]
 fn unwritable_location_is_store_io_exit_6() {
     let env = TestEnv::new();
@@ -491,4 +528,30 @@ fn empty_free_text_is_refused_and_negative_looking_values_are_values() {
         d["error"],
         serde_json::json!({"code": "-1", "message": "-5"})
     );
+}
+
+/// Issue 13 §8: a title (or step) that is only whitespace names nothing and
+/// is refused like an empty one, on create and on fork; nothing is written.
+#[test]
+fn blank_titles_and_steps_are_refused() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    env.json(&["session", "checkpoint", &id, "--step", "s", "--state", "{}"])
+        .data();
+    for (args, field) in [
+        (vec!["session", "create", "--title", "   "], "title"),
+        (vec!["session", "create", "--title", "\u{3000}"], "title"),
+        (
+            vec!["session", "fork", &id, "--checkpoint", "1", "--title", " "],
+            "title",
+        ),
+        (vec!["session", "checkpoint", &id, "--step", "  "], "step"),
+    ] {
+        let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(err["details"]["field"], field, "{args:?}");
+        assert_eq!(
+            err["details"]["reason"], "must not be only whitespace",
+            "{args:?}"
+        );
+    }
 }
