@@ -13,8 +13,8 @@ pub enum GateCommand {
     /// Open a gate on an active session
     ///
     /// auto: approved at once (event gate_approved), the session stays
-    /// active. user-approval, step-confirm: event gate_opened, the session
-    /// pauses with the gate pending; `session resume` is refused with
+    /// active. user-approval, step-confirm: events gate_opened then paused,
+    /// the session pauses with the gate pending; `session resume` is refused with
     /// GATE_PENDING until the gate is approved or rejected. Errors:
     /// INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION (not
     /// active), SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
@@ -24,7 +24,7 @@ pub enum GateCommand {
     Open(OpenArgs),
     /// Approve a pending gate: the session resumes (event gate_approved)
     ///
-    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, GATE_NOT_FOUND (exit 3),
+    /// Events gate_approved (detail: the note), then resumed. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, GATE_NOT_FOUND (exit 3),
     /// GATE_ALREADY_DECIDED (exit 5), SESSION_INVALID_TRANSITION,
     /// SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(
@@ -33,8 +33,9 @@ pub enum GateCommand {
     Approve(ApproveArgs),
     /// Reject a pending gate: the session fails, or is cancelled with --abort
     ///
-    /// One event gate_rejected (data.outcome: failed | cancelled); the reason
-    /// becomes the session's end_reason. Errors: INVALID_ARGUMENT,
+    /// Events gate_rejected (data.outcome: failed | cancelled), then failed
+    /// or cancelled (detail: the reason); the reason becomes the session's
+    /// end_reason. Errors: INVALID_ARGUMENT,
     /// SESSION_NOT_FOUND, GATE_NOT_FOUND, GATE_ALREADY_DECIDED (exit 5),
     /// SESSION_CONFLICT, LEASE_HELD, STORE_BUSY.
     #[command(

@@ -3,12 +3,18 @@
 //!
 //! - `auto`: approved at once; one `gate_approved` event; the session stays
 //!   active.
-//! - `user-approval`, `step-confirm`: one `gate_opened` event; the session
-//!   pauses with the gate pending (`show` names it as `blocking_gate`), and
-//!   `session resume` is refused with GATE_PENDING until it is decided.
-//! - approve: paused → active, one `gate_approved` event (it is the resume).
-//! - reject: paused → failed, or cancelled with `abort`; one
-//!   `gate_rejected` event with `data.outcome`, the reason as `end_reason`.
+//! - `user-approval`, `step-confirm`: a `gate_opened` event, then `paused`;
+//!   the session pauses with the gate pending (`show` names it as
+//!   `blocking_gate`), and `session resume` is refused with GATE_PENDING
+//!   until it is decided.
+//! - approve: paused → active, a `gate_approved` event, then `resumed`.
+//! - reject: paused → failed, or cancelled with `abort`; a `gate_rejected`
+//!   event with `data.outcome`, then `failed` or `cancelled` (detail: the
+//!   reason, which is also the `end_reason`).
+//!
+//! Every change of the session's status leaves the event of that status,
+//! last, in the same transaction (issue 13 §7), so a feed reader that
+//! follows statuses by event type sees every one; rev goes up by 1.
 //! - deciding a decided gate: GATE_ALREADY_DECIDED.
 //!
 //! A gate records a decision; it authorizes nothing.
@@ -19,7 +25,7 @@ use super::sessions::{
 };
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
-use crate::model::{EventType, Gate, GateKind, GateStatus, Session, Verb};
+use crate::model::{ActorType, EventType, Gate, GateKind, GateStatus, Session, Verb};
 use crate::redact::redact_opt;
 use crate::store::sessions as ss;
 use crate::store::workflow::{self as ws, GateFull, GateRow, NewGate};
@@ -102,15 +108,29 @@ fn pending_round(tx: &Connection, id: &str, name: &str) -> Result<GateRow> {
     Ok(g)
 }
 
+/// Appends the event of the status a gate verb moved the session to
+/// (`paused`, `resumed`, `failed`, `cancelled`) after the gate's own
+/// event, in the same transaction: every change of a session's status
+/// leaves the event of that status, whatever verb caused it (issue 13 §7).
+fn status_event(
+    tx: &Connection,
+    actor: ActorType,
+    id: &str,
+    status: EventType,
+    detail: Option<&str>,
+) -> Result<()> {
+    super::budgets::push_event(tx, actor, id, status.as_str(), detail, None, None, None)
+}
+
 fn data_text(d: &GateData<'_>) -> Result<String> {
     serde_json::to_string(d).map_err(|e| Error::internal(e.to_string()))
 }
 
 impl Ledger {
-    /// Opens gate `name` of `kind` on an active session (rev + 1, one
-    /// event). `auto`: approved at once (event `gate_approved`), the
-    /// session stays active. Other kinds: event `gate_opened`, the session
-    /// pauses with the gate pending. Event data: `{"gate", "kind",
+    /// Opens gate `name` of `kind` on an active session (rev + 1). `auto`:
+    /// approved at once (event `gate_approved`), the session stays active.
+    /// Other kinds: event `gate_opened`, then `paused`: the session pauses
+    /// with the gate pending. Event data: `{"gate", "kind",
     /// "round"}`. A name may be opened again once its previous round is
     /// decided.
     ///
@@ -175,6 +195,10 @@ impl Ledger {
                 m,
                 dg.as_deref(),
             )?;
+            if kind.blocks() {
+                // The session paused: that change leaves its own event.
+                status_event(tx, self.opts.actor, id, EventType::Paused, None)?;
+            }
             let s = read_back(tx, id)?;
             ws::insert_gate(
                 tx,
@@ -194,7 +218,8 @@ impl Ledger {
     }
 
     /// Approves the pending gate `name`: the session resumes (paused →
-    /// active), one `gate_approved` event whose `detail` is the note.
+    /// active): a `gate_approved` event whose `detail` is the note, then
+    /// `resumed`.
     ///
     /// # Errors
     /// INVALID_ARGUMENT; SESSION_NOT_FOUND; GATE_NOT_FOUND;
@@ -214,9 +239,10 @@ impl Ledger {
     }
 
     /// Rejects the pending gate `name` with `reason`: the session fails
-    /// (paused → failed), or is cancelled with `abort`; one `gate_rejected`
+    /// (paused → failed), or is cancelled with `abort`: a `gate_rejected`
     /// event (`detail` = reason, `data.outcome` = `failed` | `cancelled`),
-    /// and the reason becomes the session's `end_reason`.
+    /// then `failed` or `cancelled` (detail = reason); the reason becomes
+    /// the session's `end_reason`.
     ///
     /// # Errors
     /// As [`Ledger::approve_gate`]; INVALID_ARGUMENT for a reason outside
@@ -309,6 +335,15 @@ impl Ledger {
                 m,
                 dg.as_deref(),
             )?;
+            // The status change leaves its own event, last: `resumed`, or
+            // `failed` / `cancelled` with the rejection's reason as detail.
+            let follow = match outcome {
+                None => EventType::Resumed,
+                Some("failed") => EventType::Failed,
+                Some(_) => EventType::Cancelled,
+            };
+            let detail = reject.and(text.as_deref());
+            status_event(tx, self.opts.actor, id, follow, detail)?;
             let s = read_back(tx, id)?;
             ws::decide_gate(
                 tx,

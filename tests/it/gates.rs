@@ -48,7 +48,9 @@ fn blocking_kinds_pause_show_names_the_gate_and_approve_resumes() {
         let s = env.create("a");
         let d = open(&env, &s, "deploy", kind);
         assert_eq!(d["status"], "paused", "{kind}");
-        assert_eq!(last_event(&env, &s)["type"], "gate_opened");
+        // The gate's event, then the status change's own (issue 13 §7).
+        assert_eq!(event_types(&env, &s), ["created", "gate_opened", "paused"]);
+        assert_eq!(d["rev"], 2);
         let v = show(&env, &s);
         assert_eq!(v["blocking_gate"]["name"], "deploy");
         assert_eq!(v["blocking_gate"]["kind"], kind);
@@ -69,19 +71,30 @@ fn blocking_kinds_pause_show_names_the_gate_and_approve_resumes() {
             (d["status"].as_str(), d["rev"].as_i64()),
             (Some("active"), Some(3))
         );
-        let e = last_event(&env, &s);
+        let e = &show(&env, &s)["events"][3];
         assert_eq!(
             (e["type"].as_str(), e["detail"].as_str()),
             (Some("gate_approved"), Some("lgtm"))
+        );
+        assert_eq!(
+            event_types(&env, &s),
+            [
+                "created",
+                "gate_opened",
+                "paused",
+                "gate_approved",
+                "resumed"
+            ]
         );
         assert_eq!(show(&env, &s)["blocking_gate"], Value::Null);
         let g = &env.json(&["gate", "list", &s]).data()["gates"][0];
         assert_eq!(
             (g["status"].as_str(), g["decided_seq"].as_i64()),
-            (Some("approved"), Some(2))
+            (Some("approved"), Some(3))
         );
         assert_eq!(g["reason"], "lgtm");
-        assert_rev_matches_events(&env, &s);
+        // Two mutations with two events each.
+        assert_eq!(d["rev"], 3);
         assert_eq!(env.json(&["verify"]).code, 0);
     }
 }
@@ -100,13 +113,22 @@ fn reject_fails_the_session_and_abort_cancels_it() {
         assert_eq!(d["status"], status);
         assert_eq!(d["end_reason"], "too risky");
         assert!(d["ended_at_ms"].is_i64());
+        // The rejection, then the status change's own event (issue 13 §7):
+        // a reader of the feed that counts endings sees this one too.
         let e = last_event(&env, &s);
-        assert_eq!(e["type"], "gate_rejected");
-        assert_eq!(e["data"]["outcome"], status);
+        assert_eq!(
+            (e["seq"].as_i64(), e["type"].as_str(), e["detail"].as_str()),
+            (Some(4), Some(status), Some("too risky"))
+        );
+        let shown = env.json(&["session", "show", &s]).data();
+        let rejected = &shown["events"][3];
+        assert_eq!(rejected["type"], "gate_rejected");
+        assert_eq!(rejected["data"]["outcome"], status);
         assert_eq!(
             event_types(&env, &s),
-            ["created", "gate_opened", "gate_rejected"]
+            ["created", "gate_opened", "paused", "gate_rejected", status]
         );
+        assert_eq!(d["rev"], 3);
         let g = &env.json(&["gate", "list", &s]).data()["gates"][0];
         assert_eq!(
             (g["status"].as_str(), g["outcome"].as_str()),
@@ -121,7 +143,7 @@ fn reject_fails_the_session_and_abort_cancels_it() {
         ] {
             let e = assert_error(&env.json(&args), "GATE_ALREADY_DECIDED", 5);
             assert_eq!(e["details"]["status"], "rejected");
-            assert_eq!(e["details"]["decided_seq"], 2);
+            assert_eq!(e["details"]["decided_seq"], 3);
         }
         assert_eq!(env.show(&s), before);
         assert_eq!(env.json(&["verify"]).code, 0);
@@ -218,8 +240,11 @@ fn a_decided_gate_name_opens_again_as_a_new_round() {
     env.json(&["gate", "approve", &s, "--gate", "verify"])
         .data();
     open(&env, &s, "verify", "user-approval");
-    let e = last_event(&env, &s);
-    assert_eq!(e["data"]["round"], 2);
+    let e = &show(&env, &s)["events"][5];
+    assert_eq!(
+        (e["type"].as_str(), e["data"]["round"].as_i64()),
+        (Some("gate_opened"), Some(2))
+    );
     env.json(&["gate", "approve", &s, "--gate", "verify"])
         .data();
     let g = env.json(&["gate", "list", &s]).data();
@@ -246,7 +271,10 @@ fn a_decided_gate_name_opens_again_as_a_new_round() {
     let first = env.json(&a).data();
     let again = env.json(&a).data();
     assert_eq!(first["rev"], again["rev"]);
-    assert_rev_matches_events(&env, &s);
+    // Four gate mutations of two events each after `created`; the retry
+    // wrote nothing.
+    assert_eq!(first["rev"], 7);
+    assert_eq!(event_types(&env, &s).len(), 13);
     assert_eq!(env.json(&["verify"]).code, 0);
 }
 

@@ -327,3 +327,135 @@ fn updated_order_walk_follows_its_documented_rule() {
         .collect();
     assert_eq!(rest, expect);
 }
+
+/// Issue 13 §7: every change of a session's status leaves the event of that
+/// status, last, in the same transaction, whatever verb caused it: the
+/// session verbs, gate opening / approval / rejection / abort, and budget
+/// policies. A feed reader that follows statuses by event type sees every
+/// change and every ending.
+#[test]
+fn every_status_change_leaves_the_event_of_that_status_last() {
+    let (_d, lg) = ledger();
+    let m = Mutation::default();
+    let pending = || {
+        lg.create_session(CreateSession {
+            pending: true,
+            ..CreateSession::titled("t")
+        })
+        .unwrap()
+        .session_id
+        .to_string()
+    };
+    let active = || {
+        lg.create_session(CreateSession::titled("t"))
+            .unwrap()
+            .session_id
+            .to_string()
+    };
+    let gated = || {
+        let id = active();
+        lg.open_gate(&id, "g", GateKind::UserApproval, &m).unwrap();
+        id
+    };
+    let budgeted = |policy: OnExceed| {
+        let id = active();
+        let b = SetBudget {
+            max_tokens: Some(10),
+            on_exceed: Some(policy),
+            ..SetBudget::default()
+        };
+        lg.set_budget(&id, b, &m).unwrap();
+        id
+    };
+    let over = RecordUsage {
+        input_tokens: Some(11),
+        ..RecordUsage::default()
+    };
+    type Verb<'a> = Box<dyn Fn(&str) -> Session + 'a>;
+    let paths: Vec<(&str, String, Verb<'_>)> = vec![
+        (
+            "start",
+            pending(),
+            Box::new(|id| lg.start(id, None, &m).unwrap()),
+        ),
+        (
+            "pause",
+            active(),
+            Box::new(|id| lg.pause(id, None, &m).unwrap()),
+        ),
+        (
+            "complete",
+            active(),
+            Box::new(|id| lg.complete(id, "r", &m).unwrap()),
+        ),
+        (
+            "fail",
+            active(),
+            Box::new(|id| lg.fail(id, "r", &m).unwrap()),
+        ),
+        (
+            "cancel",
+            pending(),
+            Box::new(|id| lg.cancel(id, "r", &m).unwrap()),
+        ),
+        (
+            "gate open",
+            active(),
+            Box::new(|id| lg.open_gate(id, "g", GateKind::StepConfirm, &m).unwrap()),
+        ),
+        (
+            "gate approve",
+            gated(),
+            Box::new(|id| lg.approve_gate(id, "g", None, &m).unwrap()),
+        ),
+        (
+            "gate reject",
+            gated(),
+            Box::new(|id| lg.reject_gate(id, "g", "no", false, &m).unwrap()),
+        ),
+        (
+            "gate abort",
+            gated(),
+            Box::new(|id| lg.reject_gate(id, "g", "no", true, &m).unwrap()),
+        ),
+        (
+            "budget pause",
+            budgeted(OnExceed::Pause),
+            Box::new(|id| lg.record_usage(id, over, &m).unwrap()),
+        ),
+        (
+            "budget fail",
+            budgeted(OnExceed::Fail),
+            Box::new(|id| lg.record_usage(id, over, &m).unwrap()),
+        ),
+    ];
+    // Resume separately: it needs a paused session.
+    let resumable = active();
+    lg.pause(&resumable, None, &m).unwrap();
+    let mut all = paths;
+    all.push((
+        "resume",
+        resumable,
+        Box::new(|id| lg.resume(id, None, &m).unwrap()),
+    ));
+    for (what, id, verb) in &all {
+        let before = lg.show_session(id).unwrap();
+        let after = verb(id);
+        assert_ne!(after.status, before.session.status, "{what}");
+        let events = lg.show_session(id).unwrap().events;
+        let new = &events[before.events.len()..];
+        let want = match after.status {
+            SessionStatus::Active if before.session.status == SessionStatus::Paused => "resumed",
+            SessionStatus::Active => "started",
+            other => other.as_str(),
+        };
+        let of_status: Vec<&str> = new
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .filter(|t| *t == want)
+            .collect();
+        assert_eq!(of_status, [want], "{what}: {new:?}");
+        assert_eq!(new.last().unwrap().event_type, want, "{what}");
+        assert_eq!(after.rev, before.session.rev + 1, "{what}");
+    }
+}
