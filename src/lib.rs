@@ -46,6 +46,7 @@ pub use ledger::{
 };
 pub use ledger::{CreateRun, RecordUsage, RunUsageDelta, SetBudget};
 pub use ledger::{ForkRequest, GateList, Lease, LockRequest, SessionTree, SnapshotList};
+pub use ledger::{Replayed, Written};
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};
 pub use model::{Budget, OnExceed, Run, RunError, RunId, RunStatus, RunUsage};
 pub use model::{Gate, GateKind, GateStatus};

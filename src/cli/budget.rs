@@ -5,7 +5,7 @@ use super::session::MutationArgs;
 use super::{open, GlobalArgs};
 use clap::Args;
 use logbook::clock::format_ms;
-use logbook::{Budget, OnExceed, RecordUsage, Result, SetBudget};
+use logbook::{Budget, OnExceed, RecordUsage, Result, SetBudget, Written};
 
 /// Parses an integer flag; the library checks the range (0..=2^53−1), so a
 /// negative value is reported as INVALID_ARGUMENT naming its field.
@@ -82,9 +82,9 @@ pub fn budget(a: &BudgetArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
         };
         ledger.set_budget(&a.id, req, &a.m.to_mutation())?
     } else {
-        ledger.check_budget(&a.id)?
+        Written::applied(ledger.check_budget(&a.id)?)
     };
-    out.success(&b, render_budget);
+    out.written(&b, render_budget);
     Ok(())
 }
 
@@ -96,7 +96,7 @@ pub fn usage(a: &UsageArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
         duration_ms: a.duration_ms,
     };
     let s = open(g)?.record_usage(&a.id, req, &a.m.to_mutation())?;
-    out.success(&s, super::render::session);
+    out.written(&s, super::render::session);
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! success `{"ok":true,"data":…}`; failure
 //! `{"ok":false,"error":{"code":…,"message":…,"retryable":…,"details":{…}}}`.
 
+use logbook::{Replayed, Written};
 use serde::Serialize;
 use std::io::{ErrorKind, Write};
 
@@ -12,6 +13,9 @@ use std::io::{ErrorKind, Write};
 struct Success<'a, T: Serialize> {
     ok: bool,
     data: &'a T,
+    /// Only on an idempotent replay (SPEC §5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replayed: Option<Replayed>,
 }
 
 /// Where and how a command prints.
@@ -28,8 +32,34 @@ impl Printer {
 
     /// Prints `data` as the success envelope, or `human(data)` as text.
     pub fn success<T: Serialize>(&self, data: &T, human: impl FnOnce(&T) -> String) {
+        self.envelope(data, None, human);
+    }
+
+    /// Prints a mutation's result: as [`Printer::success`], and for an
+    /// idempotent replay the envelope's `replayed` member (SPEC §5) or, as
+    /// text, one line saying so after the value.
+    pub fn written<T: Serialize>(&self, w: &Written<T>, human: impl FnOnce(&T) -> String) {
+        self.envelope(&w.value, w.replayed, |v| {
+            let mut text = human(v);
+            if let Some(r) = w.replayed {
+                text.push_str(&replayed_line(r));
+            }
+            text
+        });
+    }
+
+    fn envelope<T: Serialize>(
+        &self,
+        data: &T,
+        replayed: Option<Replayed>,
+        human: impl FnOnce(&T) -> String,
+    ) {
         if self.json {
-            match serde_json::to_string(&Success { ok: true, data }) {
+            match serde_json::to_string(&Success {
+                ok: true,
+                data,
+                replayed,
+            }) {
                 Ok(mut s) => {
                     s.push('\n');
                     write_stdout(s.as_bytes());
@@ -40,6 +70,18 @@ impl Printer {
             write_stdout(human(data).as_bytes());
         }
     }
+}
+
+/// The human line of a replay: what the first attempt left, and that
+/// nothing was applied again.
+fn replayed_line(r: Replayed) -> String {
+    let rev = r
+        .rev
+        .map_or_else(|| "an unrecorded rev".to_owned(), |v| format!("rev {v}"));
+    format!(
+        "replayed   an earlier call with this idempotency key already applied this (event seq {}, {rev}); nothing was applied again\n",
+        r.seq
+    )
 }
 
 /// Whether a write to stdout failed for a reason other than a closed pipe

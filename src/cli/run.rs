@@ -9,7 +9,7 @@ use super::session::{json_flag_text, MutationArgs};
 use super::{open, GlobalArgs};
 use clap::{Args, Subcommand};
 use logbook::clock::format_ms;
-use logbook::{CreateRun, Error, Result, Run, RunError, RunStatus, RunUsageDelta};
+use logbook::{CreateRun, Error, Result, Run, RunError, RunStatus, RunUsageDelta, Written};
 
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
@@ -211,7 +211,7 @@ fn json_arg(field: &str, v: Option<&str>) -> Result<Option<serde_json::Value>> {
 }
 
 pub fn run(cmd: &RunCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
-    let print = |r: Run| out.success(&r, render_run);
+    let print = |r: Written<Run>| out.written(&r, render_run);
     match cmd {
         RunCommand::Create(a) => {
             let req = CreateRun {
@@ -243,7 +243,7 @@ pub fn run(cmd: &RunCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
         }
         RunCommand::Cancel(a) => print(open(g)?.cancel_run(&a.run, &a.m.to_mutation())?),
         RunCommand::Timeout(a) => print(open(g)?.timeout_run(&a.run, &a.m.to_mutation())?),
-        RunCommand::Show(a) => print(open(g)?.get_run(&a.run)?),
+        RunCommand::Show(a) => print(Written::applied(open(g)?.get_run(&a.run)?)),
         RunCommand::List(a) => {
             let runs = open(g)?.list_runs(&a.session, &a.statuses)?;
             out.success(&runs, |r| render_list(r));

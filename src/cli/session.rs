@@ -7,7 +7,7 @@ use logbook::clock::parse_time;
 use logbook::validate::json_object;
 use logbook::{
     AppendEvent, CheckpointRequest, CreateSession, Error, ListSessions, Mutation, Result, Session,
-    SessionStatus, StageAction, StageRequest,
+    SessionStatus, StageAction, StageRequest, Written,
 };
 use std::io::Read;
 
@@ -170,7 +170,8 @@ pub struct MutationArgs {
     /// Apply only if the session is still at this revision (else SESSION_CONFLICT, exit 4)
     #[arg(long, value_name = "N", value_parser = parse_rev)]
     if_rev: Option<i64>,
-    /// A retry with the same key applies nothing again and returns the session
+    /// A retry with the same key applies nothing again, returns the session as it is now, and
+    /// says it was a replay ("replayed":{"rev","seq"} of the first attempt in the envelope)
     #[arg(long, value_name = "KEY")]
     idempotency_key: Option<String>,
     /// Apply only while holding this lease (token from `session lock`); without it a session
@@ -240,7 +241,8 @@ pub struct CreateArgs {
     /// Create in `pending` (start it later with `session start`)
     #[arg(long)]
     pending: bool,
-    /// A retry with the same key returns the first session instead of a new one
+    /// A retry with the same key returns the first session instead of a new one, with
+    /// "replayed":{"rev":1,"seq":0} in the envelope
     #[arg(long, value_name = "KEY")]
     idempotency_key: Option<String>,
 }
@@ -439,8 +441,8 @@ pub(super) fn json_flag_text(field: &str, value: Option<&str>) -> Result<Option<
     Ok(Some(text))
 }
 
-pub(super) fn print_session(out: &Printer, s: &Session) {
-    out.success(s, render::session);
+pub(super) fn print_session(out: &Printer, s: &Written<Session>) {
+    out.written(s, render::session);
 }
 
 pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {

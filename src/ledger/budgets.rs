@@ -18,6 +18,7 @@
 
 use super::db;
 use super::sessions::{key_digest, parse_session_id, read_back, replay, validate_key, VerbDigest};
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{
@@ -395,7 +396,12 @@ impl Ledger {
     /// total that would pass 2^53−1), SESSION_NOT_FOUND,
     /// SESSION_INVALID_TRANSITION (terminal session), SESSION_CONFLICT,
     /// STORE_BUSY.
-    pub fn record_usage(&self, id: &str, req: RecordUsage, m: &Mutation) -> Result<Session> {
+    pub fn record_usage(
+        &self,
+        id: &str,
+        req: RecordUsage,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         if req.input_tokens.is_none()
@@ -485,7 +491,7 @@ impl Ledger {
     /// INVALID_ARGUMENT (nothing given, a limit outside 0..=2^53−1),
     /// SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION (terminal),
     /// SESSION_CONFLICT, STORE_BUSY.
-    pub fn set_budget(&self, id: &str, req: SetBudget, m: &Mutation) -> Result<Budget> {
+    pub fn set_budget(&self, id: &str, req: SetBudget, m: &Mutation) -> Result<Written<Budget>> {
         parse_session_id(id)?;
         validate_key(m)?;
         if req.max_tokens.is_none()
@@ -525,8 +531,8 @@ impl Ledger {
         )?;
         let now = self.now_ms();
         self.write(|tx| {
-            if replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())?.is_some() {
-                return self.check_in(tx, id);
+            if let Some(r) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return self.check_in(tx, id).map(|b| Written::replay(b, r));
             }
             let st = writable_state(
                 tx,
@@ -591,7 +597,7 @@ impl Ledger {
             let st = sb::select_session_state(tx, id)
                 .map_err(db)?
                 .ok_or_else(|| Error::internal("an updated session could not be read back"))?;
-            Ok(budget_view(id, b.as_ref(), &st))
+            Ok(Written::applied(budget_view(id, b.as_ref(), &st)))
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -607,7 +613,7 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT (the session has no budget), SESSION_NOT_FOUND,
     /// SESSION_INVALID_TRANSITION (terminal), SESSION_CONFLICT, STORE_BUSY.
-    pub fn reset_budget(&self, id: &str, m: &Mutation) -> Result<Budget> {
+    pub fn reset_budget(&self, id: &str, m: &Mutation) -> Result<Written<Budget>> {
         parse_session_id(id)?;
         validate_key(m)?;
         let dg = key_digest(
@@ -622,8 +628,8 @@ impl Ledger {
         )?;
         let now = self.now_ms();
         self.write(|tx| {
-            if replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())?.is_some() {
-                return self.check_in(tx, id);
+            if let Some(r) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
+                return self.check_in(tx, id).map(|b| Written::replay(b, r));
             }
             let st = writable_state(tx, id, "reset the budget of", m.if_rev, m.lease.as_deref(), now)?;
             let Some(b) = sb::select_budget(tx, id).map_err(db)? else {
@@ -654,7 +660,7 @@ impl Ledger {
             let data = to_json(&used)?;
             let key = m.idempotency_key.as_deref().zip(dg.as_deref());
             push_event(tx, self.opts.actor, id, "budget_reset", None, Some(&data), None, key)?;
-            self.check_in(tx, id)
+            self.check_in(tx, id).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))
     }

@@ -23,6 +23,7 @@ use super::db;
 use super::sessions::{
     conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
 };
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{ActorType, EventType, Gate, GateKind, GateStatus, Session, Verb};
@@ -141,7 +142,13 @@ impl Ledger {
     /// pending); LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
     ///
     /// Spec: issue 4 §4.
-    pub fn open_gate(&self, id: &str, name: &str, kind: GateKind, m: &Mutation) -> Result<Session> {
+    pub fn open_gate(
+        &self,
+        id: &str,
+        name: &str,
+        kind: GateKind,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         check_name(name)?;
@@ -234,7 +241,7 @@ impl Ledger {
         name: &str,
         note: Option<String>,
         m: &Mutation,
-    ) -> Result<Session> {
+    ) -> Result<Written<Session>> {
         self.decide_gate(id, name, note, None, m)
     }
 
@@ -254,7 +261,7 @@ impl Ledger {
         reason: &str,
         abort: bool,
         m: &Mutation,
-    ) -> Result<Session> {
+    ) -> Result<Written<Session>> {
         self.decide_gate(id, name, Some(reason.to_owned()), Some(abort), m)
     }
 
@@ -266,7 +273,7 @@ impl Ledger {
         text: Option<String>,
         reject: Option<bool>,
         m: &Mutation,
-    ) -> Result<Session> {
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         check_name(name)?;

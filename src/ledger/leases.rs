@@ -21,6 +21,7 @@
 
 use super::db;
 use super::sessions::{diagnose, parse_session_id, read_back, validate_key};
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
@@ -410,7 +411,7 @@ impl Ledger {
     /// token); STORE_BUSY.
     ///
     /// Spec: issue 4 §6.
-    pub fn unlock(&self, id: &str, token: &str, m: &Mutation) -> Result<Session> {
+    pub fn unlock(&self, id: &str, token: &str, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_token("token", token)?;
         let m = Mutation {

@@ -20,6 +20,7 @@ mod snapshots;
 mod stages;
 mod transfer;
 mod tree;
+mod written;
 
 pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
 pub use budgets::{RecordUsage, SetBudget};
@@ -36,6 +37,7 @@ pub use leases::{
 };
 pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
 pub use tree::{ChildCounts, SessionTree, TreeNode, TREE_MAX_NODES};
+pub use written::{Replayed, Written};
 
 pub use sessions::{
     AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,

@@ -29,7 +29,10 @@ use super::budgets::{
     add_total, add_usage, apply_usage, check_count, live_state, push_event, writable_state,
 };
 use super::db;
-use super::sessions::{key_digest, parse_session_id, validate_key, VerbDigest};
+use super::sessions::{
+    key_digest, parse_session_id, replay_hit, replayed, validate_key, VerbDigest,
+};
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage};
@@ -137,15 +140,18 @@ fn replay_run(
     session_id: &str,
     m: &Mutation,
     dg: Option<&str>,
-) -> Result<Option<Run>> {
-    let (Some(key), Some(dg)) = (m.idempotency_key.as_deref(), dg) else {
+) -> Result<Option<Written<Run>>> {
+    let Some(hit) = replay_hit(tx, session_id, m.idempotency_key.as_deref(), dg)? else {
         return Ok(None);
     };
-    match sr::find_key_run(tx, key, session_id).map_err(db)? {
-        None => Ok(None),
-        Some((stored, Some(run_id))) if stored == dg => sr::find_run(tx, &run_id).map_err(db),
-        Some(_) => Err(key_reused()),
-    }
+    // A key used by a session verb on this session, retried by a run verb:
+    // the same key with other arguments.
+    let Some(run_id) = hit.run_id.as_deref() else {
+        return Err(key_reused());
+    };
+    Ok(sr::find_run(tx, run_id)
+        .map_err(db)?
+        .map(|r| Written::replay(r, replayed(&hit))))
 }
 
 fn read_run(tx: &Connection, id: &str) -> Result<Run> {
@@ -164,7 +170,12 @@ impl Ledger {
     /// objects, a reused idempotency key), SESSION_NOT_FOUND,
     /// SESSION_INVALID_TRANSITION (terminal session), SESSION_CONFLICT
     /// (`if_rev`), STORE_BUSY.
-    pub fn create_run(&self, session_id: &str, req: CreateRun, m: &Mutation) -> Result<Run> {
+    pub fn create_run(
+        &self,
+        session_id: &str,
+        req: CreateRun,
+        m: &Mutation,
+    ) -> Result<Written<Run>> {
         parse_session_id(session_id)?;
         validate_key(m)?;
         let input = run_json("input", &req.input)?;
@@ -225,7 +236,7 @@ impl Ledger {
             let actor = self.opts.actor;
             let rid = Some(run_id.as_str());
             push_event(tx, actor, session_id, "run_created", None, None, rid, key)?;
-            read_run(tx, run_id.as_str())
+            read_run(tx, run_id.as_str()).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -238,7 +249,7 @@ impl Ledger {
     /// RUN_INVALID_TRANSITION (not pending, or the session already has a
     /// running run: `details.running_run_id`), SESSION_INVALID_TRANSITION
     /// (terminal session), SESSION_CONFLICT, STORE_BUSY.
-    pub fn start_run(&self, run_id: &str, m: &Mutation) -> Result<Run> {
+    pub fn start_run(&self, run_id: &str, m: &Mutation) -> Result<Written<Run>> {
         self.run_transition(run_id, RunVerb::Start, Args::None, m)
     }
 
@@ -253,7 +264,12 @@ impl Ledger {
     /// or session total that would pass 2^53−1), RUN_NOT_FOUND,
     /// RUN_INVALID_TRANSITION (not running), SESSION_INVALID_TRANSITION,
     /// SESSION_CONFLICT, STORE_BUSY.
-    pub fn record_run_usage(&self, run_id: &str, req: RunUsageDelta, m: &Mutation) -> Result<Run> {
+    pub fn record_run_usage(
+        &self,
+        run_id: &str,
+        req: RunUsageDelta,
+        m: &Mutation,
+    ) -> Result<Written<Run>> {
         if req.input_tokens.is_none() && req.output_tokens.is_none() && req.api_calls.is_none() {
             return Err(Error::invalid(
                 "usage",
@@ -273,7 +289,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start_run`] (RUN_INVALID_TRANSITION: not running).
-    pub fn increment_turn(&self, run_id: &str, m: &Mutation) -> Result<Run> {
+    pub fn increment_turn(&self, run_id: &str, m: &Mutation) -> Result<Written<Run>> {
         self.run_transition(run_id, RunVerb::Turn, Args::None, m)
     }
 
@@ -283,7 +299,12 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start_run`], and INVALID_ARGUMENT for the output.
-    pub fn complete_run(&self, run_id: &str, output: Option<Value>, m: &Mutation) -> Result<Run> {
+    pub fn complete_run(
+        &self,
+        run_id: &str,
+        output: Option<Value>,
+        m: &Mutation,
+    ) -> Result<Written<Run>> {
         let output = run_json("output", &output)?;
         self.run_transition(run_id, RunVerb::Complete, Args::Output(output), m)
     }
@@ -295,7 +316,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start_run`], and INVALID_ARGUMENT for code or message.
-    pub fn fail_run(&self, run_id: &str, error: RunError, m: &Mutation) -> Result<Run> {
+    pub fn fail_run(&self, run_id: &str, error: RunError, m: &Mutation) -> Result<Written<Run>> {
         v::text("code", &error.code, 1, RUN_ERROR_CODE_MAX, Lines::Single)?;
         v::text("message", &error.message, 1, v::REASON_MAX, Lines::Multi)?;
         let args = Args::Error {
@@ -310,7 +331,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start_run`].
-    pub fn cancel_run(&self, run_id: &str, m: &Mutation) -> Result<Run> {
+    pub fn cancel_run(&self, run_id: &str, m: &Mutation) -> Result<Written<Run>> {
         self.run_transition(run_id, RunVerb::Cancel, Args::None, m)
     }
 
@@ -318,7 +339,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start_run`].
-    pub fn timeout_run(&self, run_id: &str, m: &Mutation) -> Result<Run> {
+    pub fn timeout_run(&self, run_id: &str, m: &Mutation) -> Result<Written<Run>> {
         self.run_transition(run_id, RunVerb::Timeout, Args::None, m)
     }
 
@@ -380,7 +401,13 @@ impl Ledger {
     }
 
     /// The shared run transition (module docs).
-    fn run_transition(&self, run_id: &str, verb: RunVerb, args: Args, m: &Mutation) -> Result<Run> {
+    fn run_transition(
+        &self,
+        run_id: &str,
+        verb: RunVerb,
+        args: Args,
+        m: &Mutation,
+    ) -> Result<Written<Run>> {
         parse_run_id(run_id)?;
         validate_key(m)?;
         let (detail, data): (Option<String>, Option<String>) = match &args {
@@ -507,7 +534,7 @@ impl Ledger {
             if let Some(c) = &crossing {
                 self.append_crossing(tx, &sid, c)?;
             }
-            read_run(tx, run_id)
+            read_run(tx, run_id).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))
     }

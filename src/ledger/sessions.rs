@@ -7,12 +7,13 @@
 //! read-back of the whole session. Spec: §1, §2, §5.
 
 use super::db;
+use super::written::{Replayed, Written};
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{ActorType, Event, EventType, Session, SessionId, SessionStatus, Verb};
 use crate::redact::{redact, redact_json, redact_opt};
 use crate::resolve::{config_path, Resolvers};
-use crate::store::events::{self as ev, NewEvent};
+use crate::store::events::{self as ev, KeyHit, NewEvent};
 use crate::store::list::{self, ListQuery, Order};
 use crate::store::sessions as ss;
 use crate::validate::{self as v, Lines};
@@ -239,23 +240,53 @@ fn key_reused() -> Error {
     )
 }
 
-/// Checks the idempotency key inside the transaction: `Some(session)` when
-/// this is a retry of an applied request (apply nothing again).
-pub(super) fn replay(
+/// Checks the idempotency key inside the transaction: `Some(hit)` when
+/// this is a retry of an applied request (apply nothing again); the hit
+/// says what the first attempt produced.
+///
+/// # Errors
+/// INVALID_ARGUMENT when the key was used on this session with other
+/// arguments.
+pub(super) fn replay_hit(
     conn: &Connection,
     id: &str,
     key: Option<&str>,
     dg: Option<&str>,
-) -> Result<Option<Session>> {
+) -> Result<Option<KeyHit>> {
     let (Some(key), Some(dg)) = (key, dg) else {
         return Ok(None);
     };
     match ev::find_by_key(conn, key, id).map_err(db)? {
         None => Ok(None),
-        Some(stored) if stored == dg => Ok(ss::find_session(conn, id).map_err(db)?),
+        Some(hit) if hit.digest == dg => Ok(Some(hit)),
         Some(_) => Err(key_reused()),
     }
 }
+
+/// As [`replay_hit`], reduced to what the reply reports.
+pub(super) fn replay(
+    conn: &Connection,
+    id: &str,
+    key: Option<&str>,
+    dg: Option<&str>,
+) -> Result<Option<Replayed>> {
+    Ok(replay_hit(conn, id, key, dg)?.map(|h| replayed(&h)))
+}
+
+/// What a replay reports of its first attempt.
+pub(super) fn replayed(hit: &KeyHit) -> Replayed {
+    Replayed {
+        rev: hit.rev,
+        seq: hit.seq,
+    }
+}
+
+/// The replay of a create (or fork): the new session's rev 1 and its
+/// `created` event, seq 0.
+pub(super) const CREATED_REPLAY: Replayed = Replayed {
+    rev: Some(1),
+    seq: 0,
+};
 
 /// Reports why a conditional UPDATE changed no row.
 pub(super) fn diagnose(
@@ -447,7 +478,7 @@ impl Ledger {
     /// STORE_BUSY; STORE_IO.
     ///
     /// Spec: §2, §5 `session create`.
-    pub fn create_session(&self, req: CreateSession) -> Result<Session> {
+    pub fn create_session(&self, req: CreateSession) -> Result<Written<Session>> {
         v::title("title", &req.title)?;
         if let Some(g) = &req.goal {
             v::text("goal", g, 1, v::GOAL_MAX, Lines::Multi)?;
@@ -533,6 +564,7 @@ impl Ledger {
                     }
                     return ss::find_session(tx, &sid)
                         .map_err(db)?
+                        .map(|s| Written::replay(s, CREATED_REPLAY))
                         .ok_or_else(|| Error::internal("an idempotent create lost its session"));
                 }
             }
@@ -563,6 +595,7 @@ impl Ledger {
             )?;
             ss::find_session(tx, id.as_str())
                 .map_err(db)?
+                .map(Written::applied)
                 .ok_or_else(|| Error::internal("a created session could not be read back"))
         })
         .map_err(|e| self.fill_path(e))
@@ -570,19 +603,20 @@ impl Ledger {
 
     /// Runs a session mutation in one write transaction. A retry of an
     /// applied request (same idempotency key, same request digest `dg`)
-    /// returns the session as it stands and applies nothing again (SPEC §5);
-    /// otherwise `f` runs. Errors carry this handle's path and busy timeout.
+    /// returns the session as it stands, says what the first attempt
+    /// produced, and applies nothing again (SPEC §5); otherwise `f` runs.
+    /// Errors carry this handle's path and busy timeout.
     pub(super) fn mutate(
         &self,
         id: &str,
         m: &Mutation,
         dg: Option<&str>,
         f: impl FnOnce(&Connection) -> Result<Session>,
-    ) -> Result<Session> {
+    ) -> Result<Written<Session>> {
         self.write(
             |tx| match replay(tx, id, m.idempotency_key.as_deref(), dg)? {
-                Some(s) => Ok(s),
-                None => f(tx),
+                Some(r) => Ok(Written::replay(read_back(tx, id)?, r)),
+                None => f(tx).map(Written::applied),
             },
         )
         .map_err(|e| self.fill_path(e))
@@ -596,7 +630,7 @@ impl Ledger {
         text: Option<String>,
         text_field: &'static str,
         m: &Mutation,
-    ) -> Result<Session> {
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         if let Some(t) = &text {
@@ -703,7 +737,12 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION,
     /// SESSION_CONFLICT, STORE_BUSY.
-    pub fn start(&self, id: &str, reason: Option<String>, m: &Mutation) -> Result<Session> {
+    pub fn start(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         self.transition(id, Verb::Start, reason, "reason", m)
     }
 
@@ -711,7 +750,12 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start`].
-    pub fn pause(&self, id: &str, reason: Option<String>, m: &Mutation) -> Result<Session> {
+    pub fn pause(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         self.transition(id, Verb::Pause, reason, "reason", m)
     }
 
@@ -719,7 +763,12 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start`].
-    pub fn resume(&self, id: &str, reason: Option<String>, m: &Mutation) -> Result<Session> {
+    pub fn resume(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         self.transition(id, Verb::Resume, reason, "reason", m)
     }
 
@@ -730,7 +779,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start`].
-    pub fn complete(&self, id: &str, result: &str, m: &Mutation) -> Result<Session> {
+    pub fn complete(&self, id: &str, result: &str, m: &Mutation) -> Result<Written<Session>> {
         self.transition(id, Verb::Complete, Some(result.to_owned()), "result", m)
     }
 
@@ -739,7 +788,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start`].
-    pub fn fail(&self, id: &str, reason: &str, m: &Mutation) -> Result<Session> {
+    pub fn fail(&self, id: &str, reason: &str, m: &Mutation) -> Result<Written<Session>> {
         self.transition(id, Verb::Fail, Some(reason.to_owned()), "reason", m)
     }
 
@@ -748,7 +797,7 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::start`].
-    pub fn cancel(&self, id: &str, reason: &str, m: &Mutation) -> Result<Session> {
+    pub fn cancel(&self, id: &str, reason: &str, m: &Mutation) -> Result<Written<Session>> {
         self.transition(id, Verb::Cancel, Some(reason.to_owned()), "reason", m)
     }
 
@@ -759,7 +808,12 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT (nothing to record, caps), SESSION_NOT_FOUND,
     /// SESSION_INVALID_TRANSITION, SESSION_CONFLICT, STORE_BUSY.
-    pub fn checkpoint(&self, id: &str, req: CheckpointRequest, m: &Mutation) -> Result<Session> {
+    pub fn checkpoint(
+        &self,
+        id: &str,
+        req: CheckpointRequest,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         let has_refs = !(req.plan_ids.is_empty()
@@ -847,7 +901,12 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
     /// (terminal session), SESSION_CONFLICT, STORE_BUSY.
-    pub fn append_event(&self, id: &str, req: AppendEvent, m: &Mutation) -> Result<Session> {
+    pub fn append_event(
+        &self,
+        id: &str,
+        req: AppendEvent,
+        m: &Mutation,
+    ) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         v::custom_event_type(&req.event_type)?;

@@ -15,8 +15,9 @@
 use super::db;
 use super::sessions::{
     conditional_update, diagnose, insert_session, key_digest, parse_session_id, read_back,
-    redacted_json_text, validate_key, NewSessionRow, VerbDigest,
+    redacted_json_text, validate_key, NewSessionRow, VerbDigest, CREATED_REPLAY,
 };
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, SessionStatus, Verb};
@@ -182,7 +183,7 @@ impl Ledger {
     /// STORE_BUSY.
     ///
     /// Spec: issue 4 §3.
-    pub fn restore(&self, id: &str, seq: i64, m: &Mutation) -> Result<Session> {
+    pub fn restore(&self, id: &str, seq: i64, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         check_seq(Some(seq))?;
@@ -248,7 +249,7 @@ impl Ledger {
     /// SESSION_CONFLICT; LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
     ///
     /// Spec: issue 4 §3.
-    pub fn fork(&self, id: &str, req: &ForkRequest, m: &Mutation) -> Result<Session> {
+    pub fn fork(&self, id: &str, req: &ForkRequest, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         check_seq(req.checkpoint)?;
@@ -281,7 +282,7 @@ impl Ledger {
                             "was already used with different arguments",
                         ));
                     }
-                    return read_back(tx, &sid);
+                    return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }
             }
             let source = ss::find_session(tx, id)
@@ -325,7 +326,7 @@ impl Ledger {
                     None,
                 )?;
             }
-            read_back(tx, &child)
+            read_back(tx, &child).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))
     }

@@ -3,6 +3,7 @@
 use super::sessions::{
     conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
 };
+use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
@@ -71,7 +72,7 @@ impl Ledger {
     /// INVALID_ARGUMENT (name, attempt, reason), SESSION_NOT_FOUND,
     /// SESSION_INVALID_TRANSITION (not active), SESSION_CONFLICT,
     /// STORE_BUSY.
-    pub fn stage(&self, id: &str, req: StageRequest, m: &Mutation) -> Result<Session> {
+    pub fn stage(&self, id: &str, req: StageRequest, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
         v::keyed_name("stage", &req.name, "stage names")?;

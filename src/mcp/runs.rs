@@ -254,11 +254,17 @@ fn create(l: &Ledger, a: &Args) -> Result<String> {
         input: a.object("input"),
         metadata: a.object("metadata"),
     };
-    to_json(&l.create_run(&a.required_text("session_id")?, req, &mutation(a))?)
+    to_json(
+        &l.create_run(&a.required_text("session_id")?, req, &mutation(a))?
+            .value,
+    )
 }
 
 fn start(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.start_run(&a.required_text("run_id")?, &mutation(a))?)
+    to_json(
+        &l.start_run(&a.required_text("run_id")?, &mutation(a))?
+            .value,
+    )
 }
 
 fn usage(l: &Ledger, a: &Args) -> Result<String> {
@@ -267,11 +273,17 @@ fn usage(l: &Ledger, a: &Args) -> Result<String> {
         output_tokens: a.int("output_tokens"),
         api_calls: a.int("api_calls"),
     };
-    to_json(&l.record_run_usage(&a.required_text("run_id")?, req, &mutation(a))?)
+    to_json(
+        &l.record_run_usage(&a.required_text("run_id")?, req, &mutation(a))?
+            .value,
+    )
 }
 
 fn turn(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.increment_turn(&a.required_text("run_id")?, &mutation(a))?)
+    to_json(
+        &l.increment_turn(&a.required_text("run_id")?, &mutation(a))?
+            .value,
+    )
 }
 
 fn complete(l: &Ledger, a: &Args) -> Result<String> {
@@ -280,7 +292,7 @@ fn complete(l: &Ledger, a: &Args) -> Result<String> {
         a.object("output"),
         &mutation(a),
     )?;
-    to_json(&run)
+    to_json(&run.value)
 }
 
 fn fail(l: &Ledger, a: &Args) -> Result<String> {
@@ -288,15 +300,24 @@ fn fail(l: &Ledger, a: &Args) -> Result<String> {
         code: a.required_text("code")?,
         message: a.required_text("message")?,
     };
-    to_json(&l.fail_run(&a.required_text("run_id")?, e, &mutation(a))?)
+    to_json(
+        &l.fail_run(&a.required_text("run_id")?, e, &mutation(a))?
+            .value,
+    )
 }
 
 fn cancel(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.cancel_run(&a.required_text("run_id")?, &mutation(a))?)
+    to_json(
+        &l.cancel_run(&a.required_text("run_id")?, &mutation(a))?
+            .value,
+    )
 }
 
 fn timeout(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.timeout_run(&a.required_text("run_id")?, &mutation(a))?)
+    to_json(
+        &l.timeout_run(&a.required_text("run_id")?, &mutation(a))?
+            .value,
+    )
 }
 
 fn show(l: &Ledger, a: &Args) -> Result<String> {

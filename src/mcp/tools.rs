@@ -253,7 +253,7 @@ fn create(l: &Ledger, a: &Args) -> Result<String> {
         pending: a.flag("pending"),
         idempotency_key: a.text("idempotency_key"),
     };
-    to_json(&l.create_session(req)?)
+    to_json(&l.create_session(req)?.value)
 }
 
 fn show(l: &Ledger, a: &Args) -> Result<String> {
@@ -298,7 +298,10 @@ fn checkpoint(l: &Ledger, a: &Args) -> Result<String> {
         deployment_ids: a.list("deployment_ids"),
         state: a.object("state"),
     };
-    to_json(&l.checkpoint(&a.required_text("session_id")?, req, &mutation(a))?)
+    to_json(
+        &l.checkpoint(&a.required_text("session_id")?, req, &mutation(a))?
+            .value,
+    )
 }
 
 fn complete(l: &Ledger, a: &Args) -> Result<String> {
@@ -307,7 +310,7 @@ fn complete(l: &Ledger, a: &Args) -> Result<String> {
         &a.required_text("result")?,
         &mutation(a),
     )?;
-    to_json(&s)
+    to_json(&s.value)
 }
 
 fn fail(l: &Ledger, a: &Args) -> Result<String> {
@@ -316,7 +319,7 @@ fn fail(l: &Ledger, a: &Args) -> Result<String> {
         &a.required_text("reason")?,
         &mutation(a),
     )?;
-    to_json(&s)
+    to_json(&s.value)
 }
 
 fn events(l: &Ledger, a: &Args) -> Result<String> {

@@ -25,9 +25,11 @@ pub const SELECT_NEXT_EVENT: &str = "SELECT (SELECT coalesce(max(e.seq) + 1, 0) 
 pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
      detail, data, run_id, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-/// Records the idempotency key an event was produced with.
+/// Records the idempotency key an event was produced with, and the rev the
+/// mutation left (its session UPDATE has run: one per mutation, before its
+/// events).
 pub const INSERT_KEY: &str = "INSERT INTO idempotency_keys (key_sha256, session_id, event_id, \
-     request_digest) VALUES (?1, ?2, ?3, ?4)";
+     request_digest, rev) VALUES (?1, ?2, ?3, ?4, (SELECT rev FROM sessions WHERE session_id = ?2))";
 
 /// Events of one session with `?2 < seq <= ?2 + ?3`. Seqs are contiguous
 /// (trigger), so the range is the page; rows are sorted by seq in Rust. (An
@@ -41,9 +43,12 @@ pub const SELECT_EVENTS: &str =
 pub const SELECT_LATEST_EVENT: &str = "SELECT seq, type, json_extract(data, '$.step') FROM events \
      WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
 
-/// The event an idempotency key produced on a session.
-pub const SELECT_BY_KEY: &str = "SELECT request_digest FROM idempotency_keys \
-     WHERE key_sha256 = ?1 AND session_id = ?2";
+/// What an idempotency key produced on a session: the request digest, the
+/// seq and run of its event, and the rev the mutation left (NULL for keys
+/// recorded before schema V6).
+pub const SELECT_BY_KEY: &str = "SELECT k.request_digest, e.seq, k.rev, e.run_id \
+     FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
+     WHERE k.key_sha256 = ?1 AND k.session_id = ?2";
 
 /// The session a `create` with this idempotency key produced.
 pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
@@ -182,14 +187,35 @@ pub fn latest_event(conn: &Connection, session_id: &str) -> rusqlite::Result<Opt
         .optional()
 }
 
-/// The request digest stored with `key` on `session_id`, if the key was used.
+/// A used idempotency key: what its first attempt stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHit {
+    /// SHA-256 (hex) of the request that came with the key.
+    pub digest: String,
+    /// The seq of the event the first attempt wrote.
+    pub seq: i64,
+    /// The session's rev after the first attempt; `None` for keys recorded
+    /// before schema V6.
+    pub rev: Option<i64>,
+    /// The run of that event (run verbs), else `None`.
+    pub run_id: Option<String>,
+}
+
+/// What `key` produced on `session_id`, if the key was used there.
 pub fn find_by_key(
     conn: &Connection,
     key: &str,
     session_id: &str,
-) -> rusqlite::Result<Option<String>> {
+) -> rusqlite::Result<Option<KeyHit>> {
     conn.prepare_cached(SELECT_BY_KEY)?
-        .query_row(params![key_sha256(key), session_id], |r| text(r, 0))
+        .query_row(params![key_sha256(key), session_id], |r| {
+            Ok(KeyHit {
+                digest: text(r, 0)?,
+                seq: r.get(1)?,
+                rev: r.get(2)?,
+                run_id: opt_text(r, 3)?,
+            })
+        })
         .optional()
 }
 

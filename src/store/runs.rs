@@ -86,10 +86,6 @@ pub const UPDATE_RUN_SESSION_ENDED: &str = "UPDATE runs SET status = 'cancelled'
      updated_at_ms = max(updated_at_ms, ?2) \
      WHERE run_id = ?1 AND (status = 'pending' OR status = 'running')";
 
-/// The digest and run of the event an idempotency key produced on a session.
-pub const SELECT_KEY_RUN: &str = "SELECT k.request_digest, e.run_id FROM idempotency_keys k \
-     JOIN events e ON e.event_id = k.event_id WHERE k.key_sha256 = ?1 AND k.session_id = ?2";
-
 /// Every SQL const of this module (the prepare test walks them).
 pub const ALL: &[&str] = &[
     SELECT_RUN,
@@ -103,7 +99,6 @@ pub const ALL: &[&str] = &[
     UPDATE_RUN_FAIL,
     UPDATE_RUN_CANCEL,
     UPDATE_RUN_TIMEOUT,
-    SELECT_KEY_RUN,
     SELECT_OPEN_RUNS_OF_SESSION,
     UPDATE_RUN_SESSION_ENDED,
 ];
@@ -191,17 +186,4 @@ pub fn insert_run(
     conn.prepare_cached(INSERT_RUN)?
         .execute(params![run_id, session_id, input, metadata, at_ms])
         .map(|_| ())
-}
-
-/// The request digest and run id stored with `key` on `session_id`.
-pub fn find_key_run(
-    conn: &Connection,
-    key: &str,
-    session_id: &str,
-) -> rusqlite::Result<Option<(String, Option<String>)>> {
-    conn.prepare_cached(SELECT_KEY_RUN)?
-        .query_row(params![super::events::key_sha256(key), session_id], |r| {
-            Ok((text(r, 0)?, opt_text(r, 1)?))
-        })
-        .optional()
 }

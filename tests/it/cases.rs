@@ -802,7 +802,7 @@ fn c08_equal_timestamps_keep_a_deterministic_order() {
         let s = lg
             .checkpoint(&id, cp(&format!("s{i}"), None), &Mutation::default())
             .unwrap();
-        assert_eq!(s.checkpoint.unwrap().seq, i);
+        assert_eq!(s.checkpoint.as_ref().unwrap().seq, i);
     }
     assert_eq!(
         at_ms_never_drops(&env, &id),
@@ -2493,7 +2493,7 @@ fn c30_helper_library_writer() {
         let s = lg
             .checkpoint(&id, cp(&step, Some(&note)), &Mutation::default())
             .unwrap();
-        let mut line = json!({"ok": true, "data": s}).to_string();
+        let mut line = json!({"ok": true, "data": s.value}).to_string();
         line.push('\n');
         f.write_all(line.as_bytes()).unwrap();
     }

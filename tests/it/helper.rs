@@ -65,7 +65,7 @@ fn helper_entry() {
             ..Default::default()
         };
         let s = l.checkpoint(&id, req, &Mutation::default()).unwrap();
-        let seq = s.checkpoint.unwrap().seq;
+        let seq = s.checkpoint.as_ref().unwrap().seq;
         writeln!(out, "{seq} k{i}").unwrap();
         out.flush().unwrap();
         i += 1;

@@ -371,7 +371,7 @@ fn every_status_change_leaves_the_event_of_that_status_last() {
         input_tokens: Some(11),
         ..RecordUsage::default()
     };
-    type Verb<'a> = Box<dyn Fn(&str) -> Session + 'a>;
+    type Verb<'a> = Box<dyn Fn(&str) -> Written<Session> + 'a>;
     let paths: Vec<(&str, String, Verb<'_>)> = vec![
         (
             "start",

@@ -19,6 +19,7 @@ mod leases;
 mod library;
 mod mcp;
 mod readonly;
+mod replays;
 mod resolve;
 mod runs;
 mod schema;

@@ -347,6 +347,10 @@ fn schema_doc_matches_the_database() {
             "docs/schema.md does not mention {kind} `{name}`"
         );
         if kind == "table" {
+            // Each column in its own table's section (`### `name``, up to
+            // the next heading), not merely somewhere in the file.
+            let section = table_section(&doc, name)
+                .unwrap_or_else(|| panic!("docs/schema.md has no section `### `{name}``"));
             let mut cols = c.prepare("SELECT name FROM pragma_table_info(?1)").unwrap();
             let names: Vec<String> = cols
                 .query_map([name], |r| r.get(0))
@@ -355,8 +359,8 @@ fn schema_doc_matches_the_database() {
                 .collect();
             for col in names {
                 assert!(
-                    doc.contains(&format!("`{col}`")),
-                    "docs/schema.md does not document {name}.{col}"
+                    section.contains(&format!("`{col}`")),
+                    "docs/schema.md's section of {name} does not document {name}.{col}"
                 );
             }
         }
@@ -738,4 +742,13 @@ fn one_session_reads_use_an_index_and_no_temp_btree() {
             "{sql}\n{text}"
         );
     }
+}
+
+/// The text of docs/schema.md's section on table or view `name`: from its
+/// `### `name`` heading to the next heading.
+fn table_section<'d>(doc: &'d str, name: &str) -> Option<&'d str> {
+    let start = doc.find(&format!("### `{name}`"))?;
+    let rest = &doc[start + 4..];
+    let end = rest.find("\n#").map_or(rest.len(), |i| i + 1);
+    Some(&rest[..end])
 }

@@ -1,0 +1,194 @@
+//! Idempotent replays say what happened (SPEC §5, issue 13 §12): a retry
+//! with the same key applies nothing, returns the value as it is now, and
+//! its envelope gains `"replayed":{"rev":R,"seq":S}` — the rev the first
+//! attempt left and the seq of the event it wrote. A first attempt has no
+//! `replayed` member.
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+/// Runs `args` twice (first attempt, then the retry) and returns both
+/// envelopes.
+fn twice(env: &TestEnv, args: &[&str]) -> (Value, Value) {
+    let first = env.json(args);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let again = env.json(args);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    (first.json(), again.json())
+}
+
+#[test]
+fn a_replayed_checkpoint_reports_the_first_attempts_rev_and_seq() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let args = [
+        "session",
+        "checkpoint",
+        &s,
+        "--step",
+        "deploy",
+        "--idempotency-key",
+        "k-1",
+    ];
+    let (first, again) = twice(&env, &args);
+    // The first attempt's envelope has only `ok` and `data` (serde_json's
+    // map lists them sorted; the emitted order is checked below).
+    let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["data", "ok"]);
+    assert_eq!(first["data"]["rev"], 2);
+    assert_eq!(again["replayed"], json!({"rev": 2, "seq": 1}));
+    assert_eq!(again["data"], first["data"]);
+    // The emitted text keeps the order ok, data, replayed.
+    let text = env.json(&args).stdout;
+    assert!(
+        text.starts_with(r#"{"ok":true,"data":{"#)
+            && text
+                .trim_end()
+                .ends_with(r#","replayed":{"rev":2,"seq":1}}"#),
+        "{text}"
+    );
+    // Another write in between: the replay still names the first attempt,
+    // while `data` is the session as it is now.
+    env.json(&["session", "checkpoint", &s, "--step", "later"])
+        .data();
+    let later = env.json(&args).json();
+    assert_eq!(later["replayed"], json!({"rev": 2, "seq": 1}));
+    assert_eq!(later["data"]["rev"], 3);
+    assert_eq!(
+        event_types(&env, &s),
+        ["created", "checkpoint", "checkpoint"]
+    );
+    // Human output says so in one line.
+    let human = env.run(&args);
+    assert_eq!(human.code, 0);
+    let lines: Vec<&str> = human
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("replayed"))
+        .collect();
+    assert_eq!(
+        lines,
+        ["replayed   an earlier call with this idempotency key already applied this (event seq 1, rev 2); nothing was applied again"]
+    );
+}
+
+#[test]
+fn replays_of_every_kind_of_mutation_say_what_the_first_attempt_did() {
+    let env = TestEnv::new();
+    // create: rev 1, the created event.
+    let c = [
+        "session",
+        "create",
+        "--title",
+        "t",
+        "--idempotency-key",
+        "c-1",
+    ];
+    let (first, again) = twice(&env, &c);
+    assert_eq!(first.get("replayed"), None);
+    assert_eq!(again["replayed"], json!({"rev": 1, "seq": 0}));
+    let s = first["data"]["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(again["data"]["session_id"], s.as_str());
+
+    // a run verb: the session's rev and the run event's seq.
+    let (first, again) = twice(&env, &["run", "create", &s, "--idempotency-key", "r-1"]);
+    assert_eq!(first.get("replayed"), None);
+    assert_eq!(again["replayed"], json!({"rev": 2, "seq": 1}));
+    assert_eq!(again["data"]["run_id"], first["data"]["run_id"]);
+
+    // a budget verb.
+    let (_, again) = twice(
+        &env,
+        &[
+            "session",
+            "budget",
+            &s,
+            "--max-tokens",
+            "100",
+            "--idempotency-key",
+            "b-1",
+        ],
+    );
+    assert_eq!(again["replayed"], json!({"rev": 3, "seq": 2}));
+
+    // a gate verb writing two events: the seq of the gate's own event.
+    let (_, again) = twice(
+        &env,
+        &[
+            "gate",
+            "open",
+            &s,
+            "--gate",
+            "g",
+            "--kind",
+            "user-approval",
+            "--idempotency-key",
+            "g-1",
+        ],
+    );
+    assert_eq!(again["replayed"], json!({"rev": 4, "seq": 3}));
+    assert_eq!(again["data"]["status"], "paused");
+
+    // a transition whose first attempt ended open runs (several events).
+    env.json(&["gate", "approve", &s, "--gate", "g"]).data();
+    let (first, again) = twice(
+        &env,
+        &[
+            "session",
+            "complete",
+            &s,
+            "--result",
+            "done",
+            "--idempotency-key",
+            "e-1",
+        ],
+    );
+    assert_eq!(first["data"]["rev"], 6);
+    let types = event_types(&env, &s);
+    let completed = types.iter().rposition(|t| t == "completed").unwrap();
+    assert_eq!(again["replayed"], json!({"rev": 6, "seq": completed}));
+    assert_eq!(types[completed - 1], "run_cancelled");
+    // Replays applied nothing.
+    assert_eq!(types.len(), completed + 1);
+}
+
+/// A key recorded before schema V6 has no stored rev: its replay reports
+/// `"rev":null` and the seq (tests/fixtures/v1.db holds one such key, `k-1`,
+/// from `session checkpoint … --step one`).
+#[test]
+fn a_key_recorded_before_schema_6_replays_with_a_null_rev() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.db"),
+        env.path(),
+    )
+    .unwrap();
+    let s = "ses_302f4a8513709233";
+    let r = env.json(&[
+        "session",
+        "checkpoint",
+        s,
+        "--step",
+        "one",
+        "--idempotency-key",
+        "k-1",
+    ]);
+    let j = r.json();
+    assert_eq!(j["ok"], true, "{}", r.stdout);
+    assert_eq!(j["replayed"], json!({"rev": null, "seq": 1}));
+    assert_eq!(j["data"]["rev"], 2);
+    let human = env.run(&[
+        "session",
+        "checkpoint",
+        s,
+        "--step",
+        "one",
+        "--idempotency-key",
+        "k-1",
+    ]);
+    assert!(
+        human.stdout.contains("(event seq 1, an unrecorded rev)"),
+        "{}",
+        human.stdout
+    );
+}
