@@ -13,6 +13,7 @@ mod render;
 mod run;
 mod session;
 mod sql;
+mod summary;
 mod timeline;
 mod transfer;
 mod workflow;

@@ -21,8 +21,8 @@ use super::sessions::{key_digest, parse_session_id, read_back, replay, validate_
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{
-    ActorType, Budget, BudgetFigures, BudgetRemaining, OnExceed, Session, SessionStatus, Usage,
-    COUNT_MAX,
+    ActorType, Budget, BudgetFigures, BudgetRemaining, EventType, OnExceed, Session, SessionStatus,
+    Usage, COUNT_MAX,
 };
 use crate::store::budgets::{self as sb, BudgetRow, SessionState};
 use crate::store::events::{self as ev, NewEvent};
@@ -362,7 +362,7 @@ impl Ledger {
             tx,
             actor,
             id,
-            "budget_exceeded",
+            EventType::BudgetExceeded.as_str(),
             Some(&c.reason),
             Some(&data),
             None,
@@ -441,7 +441,7 @@ impl Ledger {
                 tx,
                 self.opts.actor,
                 id,
-                "usage_recorded",
+                EventType::UsageRecorded.as_str(),
                 None,
                 Some(&data),
                 None,
@@ -578,7 +578,7 @@ impl Ledger {
                 tx,
                 self.opts.actor,
                 id,
-                "budget_set",
+                EventType::BudgetSet.as_str(),
                 None,
                 Some(&data),
                 None,
@@ -653,7 +653,16 @@ impl Ledger {
             }
             let data = to_json(&used)?;
             let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(tx, self.opts.actor, id, "budget_reset", None, Some(&data), None, key)?;
+            push_event(
+                tx,
+                self.opts.actor,
+                id,
+                EventType::BudgetReset.as_str(),
+                None,
+                Some(&data),
+                None,
+                key,
+            )?;
             self.check_in(tx, id)
         })
         .map_err(|e| self.fill_path(e))

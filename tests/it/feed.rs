@@ -301,15 +301,17 @@ fn feed_pages_filters_and_refusals() {
         let field = e["details"]["field"].as_str().unwrap();
         assert!(field.starts_with(args.last().unwrap()), "{args:?}: {field}");
     }
-    // Human form: one line per event and the cursor.
+    // Human form: the table (a header, one row per event), then the cursor.
     let r = env.run(&["events", "--session", &b]);
     assert_eq!(r.code, 0);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    assert!(lines[0].starts_with("EVENT_ID  SESSION  "), "{}", lines[0]);
     assert!(
-        lines[1].starts_with("#4 ") && lines[1].contains(" x.build  ok"),
+        lines[2].starts_with(&format!("       4  {b}    1  "))
+            && lines[2].ends_with("  x.build  cli    ok"),
         "{}",
-        lines[1]
+        lines[2]
     );
-    assert_eq!(lines[2], "next cursor: 5");
+    assert_eq!(lines[3], "next cursor: 5");
 }
