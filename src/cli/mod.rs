@@ -98,7 +98,9 @@ enum Command {
     /// Print the global event feed: every session's events by event_id
     ///
     /// Without --follow, prints one page and its next cursor; pass that
-    /// cursor as --after to go on. With --follow, prints events as they
+    /// cursor as --after to go on. The human form is the table of `session
+    /// events` with EVENT_ID and SESSION in front; --follow prints its
+    /// header once, then each row as it commits. With --follow, prints events as they
     /// commit — every one exactly once, in event_id order — until
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
     /// events have been printed. Under --json a page is one envelope
