@@ -245,7 +245,7 @@ fn render_tree(t: &SessionTree) -> String {
                     "  ".repeat(usize::try_from(n.depth).unwrap_or(0)),
                     n.session_id
                 ),
-                n.status.to_string(),
+                clean(&n.status),
                 preview(&n.title, 60),
             ]
         })
