@@ -90,11 +90,15 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     }
     let mut left = args.limit;
-    // Human rows line up under a header printed once, before the first.
+    // Human rows line up under a header printed once: once the first page
+    // has been read (an error, e.g. SESSION_NOT_FOUND, comes before it and
+    // prints no header), or with the first row.
     let stream = render::feed_stream();
-    if !out.json && !super::output::write_stdout_open(stream.header().as_bytes()) {
-        return Ok(());
-    }
+    let header_due = std::cell::Cell::new(!out.json);
+    let header = || {
+        !header_due.replace(false) || super::output::write_stdout_open(stream.header().as_bytes())
+    };
+    let checks = std::cell::Cell::new(0_u64);
     ledger.follow(
         &q,
         std::time::Duration::from_millis(5),
@@ -108,6 +112,9 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
                     Err(_) => return std::ops::ControlFlow::Break(()),
                 }
             } else {
+                if !header() {
+                    return std::ops::ControlFlow::Break(());
+                }
                 stream.row(&render::feed_row(e))
             };
             if !super::output::write_stdout_open(line.as_bytes()) {
@@ -121,7 +128,13 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
             }
             std::ops::ControlFlow::Continue(())
         },
-        || interrupted.load(std::sync::atomic::Ordering::SeqCst) || super::output::stdout_closed(),
+        || {
+            // Every check after the first follows a page read without error.
+            let n = checks.replace(checks.get() + 1);
+            (n > 0 && !header())
+                || interrupted.load(std::sync::atomic::Ordering::SeqCst)
+                || super::output::stdout_closed()
+        },
     )?;
     Ok(())
 }

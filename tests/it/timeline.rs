@@ -423,6 +423,18 @@ EVENT_ID  SESSION                 SEQ  AT                        TYPE           
         human(&env, &mut norm, &["events", "--after", "50"]),
         "no events\nnext cursor: 50\n"
     );
+    // A follow refused at its first read prints no header, only the error.
+    for (args, code) in [
+        (vec!["events", "--follow", "--after", "999"], 2),
+        (
+            vec!["events", "--follow", "--session", "ses_00000000000000aa"],
+            3,
+        ),
+    ] {
+        let r = env.run(&args);
+        assert_eq!((r.code, r.stdout.as_str()), (code, ""), "{args:?}");
+        assert!(r.stderr.starts_with("error["), "{}", r.stderr);
+    }
     assert_eq!(
         human(
             &env,
