@@ -1,11 +1,13 @@
 //! Human output: aligned key/value blocks and tables, RFC 3339 UTC times.
 //!
-//! Values are escaped for the terminal (control characters shown as
-//! `\u{..}`), and previews are cut on character boundaries with `…`; stored
-//! values are never shortened, only their display.
+//! Values are escaped for the terminal (a newline as `\n`, other control
+//! characters as `\u{..}`), and previews are cut on character boundaries
+//! with `…`; stored values are never shortened, only their display. Every
+//! table goes through [`Table`]: one layout, UPPERCASE headers.
 
 use super::summary::event_summary;
 use logbook::clock::format_ms;
+use logbook::model::EventType;
 use logbook::{Event, Session, SessionPage, SessionView};
 
 /// Escapes control characters so stored text cannot drive the terminal and
@@ -40,10 +42,8 @@ pub fn preview(s: &str, max: usize) -> String {
     let first = s.lines().next().unwrap_or("");
     let more_lines = s.contains('\n');
     let cleaned = clean(first);
-    let n = cleaned.chars().count();
-    if n > max {
-        let cut: String = cleaned.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+    if cleaned.chars().count() > max {
+        ellipsize(&cleaned, max)
     } else if more_lines {
         format!("{cleaned} …")
     } else {
@@ -280,7 +280,12 @@ pub fn feed_row(e: &Event) -> Vec<String> {
 /// widths fixed for ids of up to 8 digits, seqs of 5 and the longest
 /// built-in type.
 pub fn feed_stream() -> Table {
-    Table::new(&FEED, &[0, 2]).widths(&[8, 20, 5, 24, 19, 5])
+    let longest_type = EventType::VARIANTS
+        .iter()
+        .map(|t| t.as_str().len())
+        .max()
+        .unwrap_or(0);
+    Table::new(&FEED, &[0, 2]).widths(&[8, 20, 5, 24, longest_type, 5])
 }
 
 /// A page of the feed as a table (`no events` when there are none).
