@@ -22,10 +22,10 @@ fn checks_table(report: &serde_json::Value) -> String {
                 .map(|c| {
                     vec![
                         c["check"].as_str().unwrap_or_default().to_owned(),
-                        if c["ok"].as_bool() == Some(true) {
-                            "ok"
-                        } else {
-                            "PROBLEM"
+                        match (c["ok"].as_bool(), c["level"].as_str()) {
+                            (Some(true), Some("warning")) => "warning",
+                            (Some(true), _) => "ok",
+                            _ => "PROBLEM",
                         }
                         .to_owned(),
                         render::clean(c["detail"].as_str().unwrap_or_default()),

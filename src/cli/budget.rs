@@ -139,7 +139,7 @@ fn render_budget(b: &Budget) -> String {
     }
     s.push_str("\n\n");
     s.push_str(&super::render::table(
-        &["limit", "used", "max", "remaining"],
+        &["LIMIT", "USED", "MAX", "REMAINING"],
         &rows,
         &[1, 2, 3],
     ));

@@ -13,6 +13,7 @@ mod render;
 mod run;
 mod session;
 mod sql;
+mod summary;
 mod timeline;
 mod transfer;
 mod workflow;
@@ -97,7 +98,9 @@ enum Command {
     /// Print the global event feed: every session's events by event_id
     ///
     /// Without --follow, prints one page and its next cursor; pass that
-    /// cursor as --after to go on. With --follow, prints events as they
+    /// cursor as --after to go on. The human form is the table of `session
+    /// events` with EVENT_ID and SESSION in front; --follow prints its
+    /// header once, then each row as it commits. With --follow, prints events as they
     /// commit — every one exactly once, in event_id order — until
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
     /// events have been printed. Under --json a page is one envelope
@@ -110,12 +113,17 @@ enum Command {
     /// Check the database: schema, integrity, foreign keys, hash chains,
     /// journal mode, file modes, WAL size
     ///
-    /// Exits 0 when every check passes. Otherwise it prints the report and
-    /// fails with the first failing check's code: STORE_CORRUPT (schema,
-    /// integrity, foreign keys, journal mode), LEDGER_TAMPERED (hash chain)
-    /// or STORE_IO (file modes, a WAL over 128 MiB) — exit 6 — with the
-    /// whole report as the error's details under --json. A missing database
-    /// file is STORE_IO: nothing is created.
+    /// Exits 0 when every check passes. An index, view or table that is not
+    /// logbook's (an operator's own, e.g. for a dashboard) is a warning: the
+    /// check says `warning` and names it, and doctor still exits 0.
+    /// Otherwise it prints the report and fails with the first failing
+    /// check's code: STORE_CORRUPT (schema; a logbook table, index, trigger
+    /// or view missing or altered, or an extra trigger or UNIQUE index,
+    /// which can change or refuse logbook's writes; integrity, foreign
+    /// keys, journal mode), LEDGER_TAMPERED (hash chain) or STORE_IO (file
+    /// modes, a WAL over 128 MiB) — exit 6 — with the whole report as the
+    /// error's details under --json. A missing database file is STORE_IO:
+    /// nothing is created.
     #[command(after_help = "Example:\n  logbook doctor\n  logbook doctor --json")]
     Doctor,
     /// Write a consistent copy of the database to a new file, online

@@ -1,23 +1,40 @@
 //! Human output: aligned key/value blocks and tables, RFC 3339 UTC times.
 //!
-//! Values are escaped for the terminal (control characters shown as
-//! `\u{..}`), and previews are cut on character boundaries with `…`; stored
-//! values are never shortened, only their display.
+//! Values are escaped for the terminal (a newline as `\n`, other control
+//! characters as `\u{..}`), and previews are cut on character boundaries
+//! with `…`; stored values are never shortened, only their display. Every
+//! table goes through [`Table`]: one layout, UPPERCASE headers.
 
+use super::summary::event_summary;
 use logbook::clock::format_ms;
+use logbook::model::EventType;
 use logbook::{Event, Session, SessionPage, SessionView};
 
-/// Escapes control characters so stored text cannot drive the terminal.
+/// Escapes control characters so stored text cannot drive the terminal and
+/// stays on one line: newline, carriage return and tab as `\n`, `\r`,
+/// `\t`, any other as `\u{..}`.
 pub fn clean(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
         }
     }
     out
+}
+
+/// `s` (already one line) cut to `max` characters: the first `max − 1`
+/// and `…`, on a character boundary.
+pub fn ellipsize(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
 }
 
 /// The first line of `s`, cleaned, cut to `max` characters with `…`.
@@ -25,10 +42,8 @@ pub fn preview(s: &str, max: usize) -> String {
     let first = s.lines().next().unwrap_or("");
     let more_lines = s.contains('\n');
     let cleaned = clean(first);
-    let n = cleaned.chars().count();
-    if n > max {
-        let cut: String = cleaned.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+    if cleaned.chars().count() > max {
+        ellipsize(&cleaned, max)
     } else if more_lines {
         format!("{cleaned} …")
     } else {
@@ -40,23 +55,90 @@ fn width(s: &str) -> usize {
     s.chars().count()
 }
 
-/// Renders rows as a table: columns padded to their widest cell, the last
-/// column unpadded; numeric columns (named in `right`) right-aligned.
-pub fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(width(c));
+/// The one table layout of the human output: a header line of UPPERCASE
+/// column names, then one line per row; columns two spaces apart, padded
+/// to their widest cell (numeric ones, named in `right`, right-aligned),
+/// the last column unpadded. Printed whole ([`Table::render`]), widths come
+/// from the cells; printed as rows arrive ([`Table::header`] once, then
+/// [`Table::row`]), from widths fixed up front ([`Table::widths`]), which a
+/// longer cell pushes past on its own line only.
+pub struct Table {
+    headers: Vec<String>,
+    right: Vec<usize>,
+    widths: Vec<usize>,
+}
+
+impl Table {
+    /// A table with fixed `headers` (UPPERCASE, checked in debug builds).
+    pub fn new(headers: &[&'static str], right: &[usize]) -> Table {
+        debug_assert!(
+            headers.iter().all(|h| h.to_uppercase() == *h),
+            "table headers are UPPERCASE: {headers:?}"
+        );
+        Self::with_headers(headers.iter().map(|h| (*h).to_owned()).collect(), right)
+    }
+
+    /// A table whose headers are data (`sql`'s column names, as the query
+    /// named them).
+    pub fn with_headers(headers: Vec<String>, right: &[usize]) -> Table {
+        Table {
+            widths: headers.iter().map(|h| width(h)).collect(),
+            headers,
+            right: right.to_vec(),
         }
     }
-    let mut out = String::new();
-    let line = |cells: Vec<&str>, out: &mut String| {
-        let last = cells.len() - 1;
+
+    /// Reserves at least `min[i]` characters for column `i` (for rows
+    /// printed as they arrive).
+    pub fn widths(mut self, min: &[usize]) -> Table {
+        for (w, m) in self.widths.iter_mut().zip(min) {
+            *w = (*w).max(*m);
+        }
+        self
+    }
+
+    /// The header line.
+    pub fn header(&self) -> String {
+        let cells: Vec<&str> = self.headers.iter().map(String::as_str).collect();
+        self.line(&cells)
+    }
+
+    /// One row's line, at the table's current widths.
+    pub fn row(&self, row: &[String]) -> String {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        self.line(&cells)
+    }
+
+    /// The header and every row, each column as wide as its widest cell.
+    pub fn render(mut self, rows: &[Vec<String>]) -> String {
+        for r in rows {
+            for (w, c) in self.widths.iter_mut().zip(r) {
+                *w = (*w).max(width(c));
+            }
+        }
+        let mut out = self.header();
+        for r in rows {
+            out.push_str(&self.row(r));
+        }
+        out
+    }
+
+    fn line(&self, cells: &[&str]) -> String {
+        let mut out = String::new();
+        let last = cells.len().saturating_sub(1);
         for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - width(c);
+            let pad = self
+                .widths
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(width(c));
             if i == last {
+                if self.right.contains(&i) {
+                    out.push_str(&" ".repeat(pad));
+                }
                 out.push_str(c);
-            } else if right.contains(&i) {
+            } else if self.right.contains(&i) {
                 out.push_str(&" ".repeat(pad));
                 out.push_str(c);
                 out.push_str("  ");
@@ -65,13 +147,16 @@ pub fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String 
                 out.push_str(&" ".repeat(pad + 2));
             }
         }
+        // An empty last cell leaves no trailing blanks.
+        out.truncate(out.trim_end_matches(' ').len());
         out.push('\n');
-    };
-    line(headers.to_vec(), &mut out);
-    for r in rows {
-        line(r.iter().map(String::as_str).collect(), &mut out);
+        out
     }
-    out
+}
+
+/// [`Table::new`] rendered whole: the usual way to print a list.
+pub fn table(headers: &[&'static str], rows: &[Vec<String>], right: &[usize]) -> String {
+    Table::new(headers, right).render(rows)
 }
 
 fn kv(out: &mut String, key: &str, value: &str) {
@@ -152,24 +237,64 @@ pub fn session(s: &Session) -> String {
     out
 }
 
-/// Events as a table.
+/// The widest a timeline's SUMMARY cell gets, in characters; a longer
+/// summary ends in `…` (the event itself, and its JSON, stay whole).
+pub const SUMMARY_WIDTH: usize = 100;
+
+/// A session's timeline (`session show`, `session events`).
+const TIMELINE: [&str; 5] = ["SEQ", "AT", "TYPE", "ACTOR", "SUMMARY"];
+
+/// The global feed (`logbook events`): the timeline with the event's
+/// cursor and session in front.
+const FEED: [&str; 7] = [
+    "EVENT_ID", "SESSION", "SEQ", "AT", "TYPE", "ACTOR", "SUMMARY",
+];
+
+fn timeline_cells(e: &Event) -> Vec<String> {
+    vec![
+        e.seq.to_string(),
+        format_ms(e.at_ms),
+        clean(&e.event_type),
+        e.actor_type.as_str().to_owned(),
+        ellipsize(&event_summary(e), SUMMARY_WIDTH),
+    ]
+}
+
+/// A session's events as a table (`no events` when there are none).
 pub fn events(events: &[Event]) -> String {
-    let rows: Vec<Vec<String>> = events
+    if events.is_empty() {
+        return "no events\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = events.iter().map(timeline_cells).collect();
+    table(&TIMELINE, &rows, &[0])
+}
+
+/// One row of the feed.
+pub fn feed_row(e: &Event) -> Vec<String> {
+    let mut row = vec![e.event_id.to_string(), clean(&e.session_id)];
+    row.extend(timeline_cells(e));
+    row
+}
+
+/// The feed's table, for rows printed as they arrive (`events --follow`):
+/// widths fixed for ids of up to 8 digits, seqs of 5 and the longest
+/// built-in type.
+pub fn feed_stream() -> Table {
+    let longest_type = EventType::VARIANTS
         .iter()
-        .map(|e| {
-            vec![
-                e.seq.to_string(),
-                format_ms(e.at_ms),
-                clean(&e.event_type),
-                e.actor_type.as_str().to_owned(),
-                e.detail
-                    .as_deref()
-                    .map(|d| preview(d, 60))
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table(&["SEQ", "AT", "TYPE", "ACTOR", "DETAIL"], &rows, &[0])
+        .map(|t| t.as_str().len())
+        .max()
+        .unwrap_or(0);
+    Table::new(&FEED, &[0, 2]).widths(&[8, 20, 5, 24, longest_type, 5])
+}
+
+/// A page of the feed as a table (`no events` when there are none).
+pub fn feed(events: &[Event]) -> String {
+    if events.is_empty() {
+        return "no events\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = events.iter().map(feed_row).collect();
+    table(&FEED, &rows, &[0, 2])
 }
 
 /// `show`: the session block, its events, and resolved references.
@@ -279,5 +404,42 @@ mod tests {
         let s = format!("{}漢", "a".repeat(47));
         assert_eq!(preview(&s, 48), s);
         assert_eq!(preview("a\u{0}b", 10), "a\\u{0}b");
+    }
+
+    #[test]
+    fn clean_keeps_text_on_one_line() {
+        assert_eq!(clean("a\nb\r\tc\u{1b}[0m"), "a\\nb\\r\\tc\\u{1b}[0m");
+    }
+
+    #[test]
+    fn ellipsize_cuts_on_char_boundaries_with_a_visible_mark() {
+        assert_eq!(ellipsize("abc", 3), "abc");
+        assert_eq!(ellipsize("abcd", 3), "ab…");
+        assert_eq!(ellipsize("a🙏漢d", 3), "a🙏…");
+        assert_eq!(ellipsize("漢漢漢漢", 2), "漢…");
+    }
+
+    #[test]
+    fn one_layout_for_whole_tables_and_streams() {
+        let rows = vec![
+            vec!["1".to_owned(), "a".to_owned(), "x".to_owned()],
+            vec!["10".to_owned(), "bcdef".to_owned(), String::new()],
+        ];
+        assert_eq!(
+            table(&["N", "NAME", "NOTE"], &rows, &[0]),
+            " N  NAME   NOTE\n 1  a      x\n10  bcdef\n"
+        );
+        let t = Table::new(&["N", "NAME", "NOTE"], &[0]).widths(&[3, 2]);
+        assert_eq!(t.header(), "  N  NAME  NOTE\n");
+        assert_eq!(t.row(&rows[0]), "  1  a     x\n");
+        // A cell wider than its column pushes only its own line.
+        assert_eq!(t.row(&rows[1]), " 10  bcdef\n");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "UPPERCASE")]
+    fn table_headers_are_uppercase() {
+        let _ = Table::new(&["run"], &[]);
     }
 }

@@ -314,7 +314,7 @@ fn render_list(runs: &[Run]) -> String {
         })
         .collect();
     table(
-        &["run", "status", "tokens", "turns", "created"],
+        &["RUN", "STATUS", "TOKENS", "TURNS", "CREATED"],
         &rows,
         &[2, 3],
     )

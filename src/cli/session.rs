@@ -103,7 +103,9 @@ pub enum SessionCommand {
     Cancel(ReasonArgs),
     /// Print a session's events in seq order
     ///
-    /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
+    /// A table: SEQ, AT, TYPE, ACTOR and a one-line SUMMARY of each event
+    /// drawn from its data (cut at 100 characters with …); --json prints
+    /// every event whole. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
     #[command(
         after_help = "Example:\n  logbook session events ses_1a2b3c4d5e6f7081 --after-seq 10 --limit 50"
     )]

@@ -52,11 +52,8 @@ pub fn sql(args: &SqlArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
             .iter()
             .map(|row| row.iter().map(|v| render::clean(&cell(v))).collect())
             .collect();
-        let mut s = render::table(
-            &r.columns.iter().map(String::as_str).collect::<Vec<_>>(),
-            &rows,
-            &[],
-        );
+        // The headers are the query's own column names, as it spelled them.
+        let mut s = render::Table::with_headers(r.columns.clone(), &[]).render(&rows);
         s.push_str(&format!(
             "({} row{})\n",
             r.rows.len(),

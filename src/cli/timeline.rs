@@ -1,7 +1,7 @@
 //! `logbook verify` (and the global event feed): the timeline across sessions.
 
 use super::output::Printer;
-use super::{open, open_existing, GlobalArgs};
+use super::{open, open_existing, render, GlobalArgs};
 use clap::Args;
 use logbook::Result;
 
@@ -21,11 +21,19 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
             "ok: {} session(s), {} event(s); every hash chain holds\n",
             r.sessions, r.events
         );
-        for h in &r.heads {
-            s.push_str(&format!(
-                "{}  events {}  head {}\n",
-                h.session_id, h.events, h.head_hash
-            ));
+        if !r.heads.is_empty() {
+            let rows: Vec<Vec<String>> = r
+                .heads
+                .iter()
+                .map(|h| {
+                    vec![
+                        render::clean(&h.session_id),
+                        h.events.to_string(),
+                        render::clean(&h.head_hash),
+                    ]
+                })
+                .collect();
+            s.push_str(&render::table(&["SESSION", "EVENTS", "HEAD"], &rows, &[1]));
         }
         s
     });
@@ -53,23 +61,6 @@ pub struct EventsArgs {
     follow: bool,
 }
 
-fn human_event(e: &logbook::Event) -> String {
-    let mut s = format!(
-        "#{} {} {} {:>3} {}",
-        e.event_id,
-        logbook::clock::format_ms(e.at_ms),
-        e.session_id,
-        e.seq,
-        super::render::clean(&e.event_type)
-    );
-    if let Some(d) = &e.detail {
-        s.push_str("  ");
-        s.push_str(&super::render::preview(d, 80));
-    }
-    s.push('\n');
-    s
-}
-
 pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
     let ledger = open(global)?;
     let q = logbook::FeedQuery {
@@ -81,7 +72,7 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
     if !args.follow {
         let page = ledger.feed(&q)?;
         out.success(&page, |p| {
-            let mut s: String = p.events.iter().map(human_event).collect();
+            let mut s = render::feed(&p.events);
             s.push_str(&format!("next cursor: {}\n", p.next_cursor));
             s
         });
@@ -99,6 +90,15 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     }
     let mut left = args.limit;
+    // Human rows line up under a header printed once: once the first page
+    // has been read (an error, e.g. SESSION_NOT_FOUND, comes before it and
+    // prints no header), or with the first row.
+    let stream = render::feed_stream();
+    let header_due = std::cell::Cell::new(!out.json);
+    let header = || {
+        !header_due.replace(false) || super::output::write_stdout_open(stream.header().as_bytes())
+    };
+    let checks = std::cell::Cell::new(0_u64);
     ledger.follow(
         &q,
         std::time::Duration::from_millis(5),
@@ -112,7 +112,10 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
                     Err(_) => return std::ops::ControlFlow::Break(()),
                 }
             } else {
-                human_event(e)
+                if !header() {
+                    return std::ops::ControlFlow::Break(());
+                }
+                stream.row(&render::feed_row(e))
             };
             if !super::output::write_stdout_open(line.as_bytes()) {
                 return std::ops::ControlFlow::Break(());
@@ -125,7 +128,13 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
             }
             std::ops::ControlFlow::Continue(())
         },
-        || interrupted.load(std::sync::atomic::Ordering::SeqCst) || super::output::stdout_closed(),
+        || {
+            // Every check after the first follows a page read without error.
+            let n = checks.replace(checks.get() + 1);
+            (n > 0 && !header())
+                || interrupted.load(std::sync::atomic::Ordering::SeqCst)
+                || super::output::stdout_closed()
+        },
     )?;
     Ok(())
 }

@@ -233,17 +233,25 @@ fn render_snapshots(l: &SnapshotList) -> String {
     table(&["SEQ", "AT", "BYTES", "STAGE", "STEP"], &rows, &[0, 2])
 }
 
+/// The tree as a table: each session indented two spaces per level below
+/// the root.
 fn render_tree(t: &SessionTree) -> String {
-    let mut out = String::new();
-    for n in &t.nodes {
-        out.push_str(&format!(
-            "{}{}  {:<9}  {}\n",
-            "  ".repeat(n.depth as usize),
-            n.session_id,
-            n.status,
-            preview(&n.title, 60)
-        ));
-    }
+    let rows: Vec<Vec<String>> = t
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                format!(
+                    "{}{}",
+                    "  ".repeat(usize::try_from(n.depth).unwrap_or(0)),
+                    n.session_id
+                ),
+                clean(&n.status),
+                preview(&n.title, 60),
+            ]
+        })
+        .collect();
+    let mut out = table(&["SESSION", "STATUS", "TITLE"], &rows, &[]);
     if t.truncated {
         out.push_str(&format!(
             "… truncated at {} sessions\n",

@@ -8,16 +8,39 @@ use serde::Serialize;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// How a check of `doctor` came out (JSON: `"ok"`, `"warning"`,
+/// `"problem"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckLevel {
+    /// Nothing to report.
+    Ok,
+    /// Something to know that is no damage (an operator's own index, view
+    /// or table): the check still passes, `doctor` exits 0.
+    Warning,
+    /// A failure: `doctor` fails with the check's code.
+    Problem,
+}
+
 /// One check of `doctor`.
+///
+/// Serializes in the field order below; `level` and `warnings` came after
+/// the first three, so older readers of `check`, `ok` and `detail` see no
+/// change.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorCheck {
     /// `schema`, `schema_objects`, `integrity`, `foreign_keys`,
     /// `hash_chain`, `journal_mode`, `file_modes` or `wal_size`.
     pub check: &'static str,
-    /// Whether it passed.
+    /// Whether it passed (false only at level `problem`).
     pub ok: bool,
-    /// What was found, in words.
+    /// What was found, in words: the problems, then the warnings.
     pub detail: String,
+    /// `ok`, `warning` or `problem`.
+    pub level: CheckLevel,
+    /// Each warning, in words (empty unless there are some; a check at
+    /// level `problem` may carry warnings too).
+    pub warnings: Vec<String>,
     #[serde(skip)]
     code: ErrorCode,
 }
@@ -27,7 +50,7 @@ pub struct DoctorCheck {
 pub struct DoctorReport {
     /// The database file.
     pub path: String,
-    /// Whether every check passed.
+    /// Whether every check passed (warnings allowed).
     pub healthy: bool,
     /// Each check, in the order run.
     pub checks: Vec<DoctorCheck>,
@@ -47,6 +70,8 @@ pub struct DoctorReport {
     pub page_count: i64,
     /// Free pages (reclaimable by VACUUM).
     pub freelist_count: i64,
+    /// Warnings over all checks (they leave `healthy` true).
+    pub warnings: usize,
 }
 
 /// What `backup` wrote.
@@ -78,8 +103,68 @@ fn check(check: &'static str, ok: bool, detail: String, code: ErrorCode) -> Doct
         check,
         ok,
         detail,
+        level: if ok {
+            CheckLevel::Ok
+        } else {
+            CheckLevel::Problem
+        },
+        warnings: Vec::new(),
         code,
     }
+}
+
+/// The `schema_objects` check. A missing or altered logbook object is a
+/// problem (STORE_CORRUPT). So is an extra trigger or UNIQUE index: either
+/// can change or refuse logbook's own writes. Any other extra object — an
+/// index, view or table an operator made for a dashboard — is a warning
+/// naming it, left as it is.
+fn schema_objects_check(drift: &[sql::Drift]) -> DoctorCheck {
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    let mut extra = Vec::new();
+    for d in drift {
+        let (t, n) = (&d.object_type, &d.name);
+        match d.kind {
+            sql::DriftKind::Missing => problems.push(format!("{t} {n} is missing")),
+            sql::DriftKind::Differs => problems.push(format!("{t} {n} differs from its migration")),
+            sql::DriftKind::Extra if t == "trigger" => problems.push(format!(
+                "trigger {n} is not part of logbook's schema (it can change or refuse logbook's writes)"
+            )),
+            sql::DriftKind::Extra if d.unique => problems.push(format!(
+                "unique index {n} is not part of logbook's schema (it can refuse logbook's writes)"
+            )),
+            sql::DriftKind::Extra => {
+                warnings.push(format!("{t} {n} is not part of logbook's schema"));
+                extra.push(format!("{t} {n}"));
+            }
+        }
+    }
+    let mut detail = if problems.is_empty() {
+        if extra.is_empty() {
+            "every table, index, trigger and view is as the migrations made it".to_owned()
+        } else {
+            "logbook's tables, indexes, triggers and views are as the migrations made it".to_owned()
+        }
+    } else {
+        problems.join("; ")
+    };
+    if !extra.is_empty() {
+        detail.push_str(&format!(
+            "; not logbook's (left as they are): {}",
+            extra.join(", ")
+        ));
+    }
+    let mut c = check(
+        "schema_objects",
+        problems.is_empty(),
+        detail,
+        ErrorCode::StoreCorrupt,
+    );
+    if c.ok && !warnings.is_empty() {
+        c.level = CheckLevel::Warning;
+    }
+    c.warnings = warnings;
+    c
 }
 
 /// Modes as found before the open (which tightens the database's own
@@ -126,7 +211,8 @@ fn file_modes(path: &Path, before: &[(PathBuf, Option<u32>)]) -> DoctorCheck {
 
 impl Ledger {
     /// Checks the database: schema version, that every table, index,
-    /// trigger and view is as the migrations made it, `integrity_check`,
+    /// trigger and view is as the migrations made it (an operator's own
+    /// index, view or table is a warning, not a failure), `integrity_check`,
     /// `foreign_key_check`, every hash chain, journal mode, file modes and
     /// the WAL's size. Changes nothing (beyond what opening did: migrating
     /// an older schema, tightening modes — which is then reported).
@@ -135,10 +221,12 @@ impl Ledger {
     /// (see [`Ledger::file_modes`]).
     ///
     /// # Errors
-    /// An `Unhealthy` error when any check fails: its code is the first
-    /// failing check's (STORE_CORRUPT for schema, integrity, foreign keys,
-    /// journal mode; LEDGER_TAMPERED for the chain; STORE_IO for modes and
-    /// WAL size), its details the whole report.
+    /// An `Unhealthy` error when any check fails (warnings alone are no
+    /// failure): its code is the first failing check's (STORE_CORRUPT for
+    /// schema, schema objects (a missing or altered logbook object, an
+    /// extra trigger or UNIQUE index), integrity, foreign keys, journal
+    /// mode; LEDGER_TAMPERED for the chain; STORE_IO for modes and WAL
+    /// size), its details the whole report.
     pub fn doctor(&self, modes_before: &[(PathBuf, Option<u32>)]) -> Result<DoctorReport> {
         let db = |e| self.db_err(e);
         let mut checks = Vec::new();
@@ -185,16 +273,7 @@ impl Ledger {
             Err(e) => return Err(e),
         }
         let drift = sql::schema_drift(&self.conn).map_err(db)?;
-        checks.push(check(
-            "schema_objects",
-            drift.is_empty(),
-            if drift.is_empty() {
-                "every table, index, trigger and view is as the migrations made it".into()
-            } else {
-                drift.join("; ")
-            },
-            ErrorCode::StoreCorrupt,
-        ));
+        checks.push(schema_objects_check(&drift));
         let (sessions, events, page_size, page_count, freelist_count, journal) =
             sql::sizes(&self.conn).map_err(db)?;
         checks.push(check(
@@ -222,6 +301,7 @@ impl Ledger {
             .first()
             .map(|c| (c.code, format!("{}: {}", c.check, c.detail)));
         let problems = failed.len();
+        let warnings = checks.iter().map(|c| c.warnings.len()).sum();
         let report = DoctorReport {
             path: self.path.display().to_string(),
             healthy: problems == 0,
@@ -234,6 +314,7 @@ impl Ledger {
             page_size,
             page_count,
             freelist_count,
+            warnings,
         };
         match first {
             None => Ok(report),

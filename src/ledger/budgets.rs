@@ -22,8 +22,8 @@ use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
 use crate::model::{
-    ActorType, Budget, BudgetFigures, BudgetRemaining, OnExceed, Session, SessionStatus, Usage,
-    COUNT_MAX,
+    ActorType, Budget, BudgetFigures, BudgetRemaining, EventType, OnExceed, Session, SessionStatus,
+    Usage, COUNT_MAX,
 };
 use crate::store::budgets::{self as sb, BudgetRow, SessionState};
 use crate::store::events::{self as ev, NewEvent};
@@ -363,7 +363,7 @@ impl Ledger {
             tx,
             actor,
             id,
-            "budget_exceeded",
+            EventType::BudgetExceeded.as_str(),
             Some(&c.reason),
             Some(&data),
             None,
@@ -447,7 +447,7 @@ impl Ledger {
                 tx,
                 self.opts.actor,
                 id,
-                "usage_recorded",
+                EventType::UsageRecorded.as_str(),
                 None,
                 Some(&data),
                 None,
@@ -584,7 +584,7 @@ impl Ledger {
                 tx,
                 self.opts.actor,
                 id,
-                "budget_set",
+                EventType::BudgetSet.as_str(),
                 None,
                 Some(&data),
                 None,
@@ -659,7 +659,16 @@ impl Ledger {
             }
             let data = to_json(&used)?;
             let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(tx, self.opts.actor, id, "budget_reset", None, Some(&data), None, key)?;
+            push_event(
+                tx,
+                self.opts.actor,
+                id,
+                EventType::BudgetReset.as_str(),
+                None,
+                Some(&data),
+                None,
+                key,
+            )?;
             self.check_in(tx, id).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))

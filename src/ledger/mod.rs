@@ -22,7 +22,7 @@ mod transfer;
 mod tree;
 mod written;
 
-pub use admin::{BackupReport, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
+pub use admin::{BackupReport, CheckLevel, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
 pub use budgets::{RecordUsage, SetBudget};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};

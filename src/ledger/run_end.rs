@@ -15,7 +15,7 @@
 use super::budgets::push_event;
 use super::db;
 use crate::error::{Error, Result};
-use crate::model::ActorType;
+use crate::model::{ActorType, EventType};
 use crate::store::runs as sr;
 use rusqlite::{params, Connection};
 use serde::Serialize;
@@ -66,7 +66,7 @@ pub(super) fn cancel_open_runs(
             tx,
             actor,
             session_id,
-            "run_cancelled",
+            EventType::RunCancelled.as_str(),
             Some(&message),
             Some(&data),
             Some(id),

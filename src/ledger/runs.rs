@@ -35,7 +35,7 @@ use super::sessions::{
 use super::written::Written;
 use super::{Ledger, Mutation};
 use crate::error::{Error, Result};
-use crate::model::{Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage};
+use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage};
 use crate::redact::{redact, redact_json};
 use crate::store::runs as sr;
 use crate::store::sessions as ss;
@@ -235,7 +235,16 @@ impl Ledger {
             let key = m.idempotency_key.as_deref().zip(dg.as_deref());
             let actor = self.opts.actor;
             let rid = Some(run_id.as_str());
-            push_event(tx, actor, session_id, "run_created", None, None, rid, key)?;
+            push_event(
+                tx,
+                actor,
+                session_id,
+                EventType::RunCreated.as_str(),
+                None,
+                None,
+                rid,
+                key,
+            )?;
             read_run(tx, run_id.as_str()).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))

@@ -32,7 +32,12 @@ pub struct Event {
     pub run_id: Option<String>,
 }
 
-/// The event types logbook itself emits for the core verbs.
+/// The event types logbook itself emits (SPEC §2): the core verbs' and
+/// those of stages, gates, snapshots, leases, runs, usage and budgets.
+///
+/// Every type a verb writes is one of these, so a match over them (the
+/// CLI's one-line summaries) is exhaustive; agents' own types start with
+/// `x.` and are not listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// Session created.
@@ -77,9 +82,76 @@ pub enum EventType {
     LeaseReleased,
     /// An expired lease, or one whose owner process is gone, was taken over.
     LeaseTakenOver,
+    /// A run was created (pending); the event's `run_id` names it.
+    RunCreated,
+    /// A run started (pending → running).
+    RunStarted,
+    /// Usage was added to a running run (data: the amounts added).
+    RunUsage,
+    /// A running run counted a turn (data: the new `turn_count`).
+    RunTurn,
+    /// A run completed.
+    RunCompleted,
+    /// A run failed (detail: its message; data: its `code`).
+    RunFailed,
+    /// A run was cancelled (by its verb, or because its session ended).
+    RunCancelled,
+    /// A run timed out.
+    RunTimeout,
+    /// Usage was added to a session (data: the amounts added).
+    UsageRecorded,
+    /// A session's budget was set (data: the whole budget).
+    BudgetSet,
+    /// A session's budget was reset (data: the usage counted until then).
+    BudgetReset,
+    /// A write took usage over a budget limit (data: limits, used, max,
+    /// policy, status after).
+    BudgetExceeded,
 }
 
 impl EventType {
+    /// Every built-in type.
+    pub const VARIANTS: [EventType; 32] = [
+        Self::Created,
+        Self::Started,
+        Self::Paused,
+        Self::Resumed,
+        Self::Checkpoint,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::StageStarted,
+        Self::StageCompleted,
+        Self::StageFailed,
+        Self::StageRetrying,
+        Self::GateOpened,
+        Self::GateApproved,
+        Self::GateRejected,
+        Self::CheckpointRestored,
+        Self::Forked,
+        Self::LeaseAcquired,
+        Self::LeaseReleased,
+        Self::LeaseTakenOver,
+        Self::RunCreated,
+        Self::RunStarted,
+        Self::RunUsage,
+        Self::RunTurn,
+        Self::RunCompleted,
+        Self::RunFailed,
+        Self::RunCancelled,
+        Self::RunTimeout,
+        Self::UsageRecorded,
+        Self::BudgetSet,
+        Self::BudgetReset,
+        Self::BudgetExceeded,
+    ];
+
+    /// The built-in type stored as `name`, or `None` (an `x.` type, or
+    /// one an import brought in from a built-in family, e.g. `stage_foo`).
+    pub fn from_name(name: &str) -> Option<EventType> {
+        Self::VARIANTS.into_iter().find(|t| t.as_str() == name)
+    }
+
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -103,6 +175,18 @@ impl EventType {
             Self::LeaseAcquired => "lease_acquired",
             Self::LeaseReleased => "lease_released",
             Self::LeaseTakenOver => "lease_taken_over",
+            Self::RunCreated => "run_created",
+            Self::RunStarted => "run_started",
+            Self::RunUsage => "run_usage",
+            Self::RunTurn => "run_turn",
+            Self::RunCompleted => "run_completed",
+            Self::RunFailed => "run_failed",
+            Self::RunCancelled => "run_cancelled",
+            Self::RunTimeout => "run_timeout",
+            Self::UsageRecorded => "usage_recorded",
+            Self::BudgetSet => "budget_set",
+            Self::BudgetReset => "budget_reset",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -110,5 +194,27 @@ impl EventType {
 impl fmt::Display for EventType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_round_trips_through_its_name() {
+        let mut names: Vec<&str> = EventType::VARIANTS.iter().map(|t| t.as_str()).collect();
+        for t in EventType::VARIANTS {
+            assert_eq!(EventType::from_name(t.as_str()), Some(t));
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            EventType::VARIANTS.len(),
+            "a name is used twice"
+        );
+        assert_eq!(EventType::from_name("x.build"), None);
+        assert_eq!(EventType::from_name("stage_foo"), None);
     }
 }

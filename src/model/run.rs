@@ -4,6 +4,7 @@
 //! Plain data only: the transition table lives here, the SQL in
 //! `store::runs`, the behaviour in `ledger::runs`.
 
+use super::event::EventType;
 use super::ids::parse_prefixed_id;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -209,14 +210,15 @@ impl RunVerb {
     /// The event the verb appends to the session's timeline.
     pub fn event_type(self) -> &'static str {
         match self {
-            Self::Start => "run_started",
-            Self::Usage => "run_usage",
-            Self::Turn => "run_turn",
-            Self::Complete => "run_completed",
-            Self::Fail => "run_failed",
-            Self::Cancel => "run_cancelled",
-            Self::Timeout => "run_timeout",
+            Self::Start => EventType::RunStarted,
+            Self::Usage => EventType::RunUsage,
+            Self::Turn => EventType::RunTurn,
+            Self::Complete => EventType::RunCompleted,
+            Self::Fail => EventType::RunFailed,
+            Self::Cancel => EventType::RunCancelled,
+            Self::Timeout => EventType::RunTimeout,
         }
+        .as_str()
     }
 
     /// `Some(next status)` when the verb is allowed from `from`.

@@ -94,11 +94,46 @@ fn schema_objects(conn: &Connection) -> rusqlite::Result<Vec<(String, String, St
     rows.collect()
 }
 
+/// Whether index `name` is UNIQUE (`pragma_index_list` of its table).
+fn index_is_unique(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    let mut st = conn.prepare_cached(
+        "SELECT coalesce(max(il.\"unique\"), 0) FROM sqlite_schema s, pragma_index_list(s.tbl_name) il \
+         WHERE s.type = 'index' AND s.name = ?1 AND il.name = s.name",
+    )?;
+    st.query_row([name], |r| r.get::<_, i64>(0)).map(|u| u != 0)
+}
+
+/// How one schema object differs from what the migrations build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftKind {
+    /// One of logbook's objects is gone.
+    Missing,
+    /// One of logbook's objects has other SQL than its migration's.
+    Differs,
+    /// An object that is not logbook's (an operator's own).
+    Extra,
+}
+
+/// One object in which the file differs from logbook's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// `table`, `index`, `trigger` or `view`.
+    pub object_type: String,
+    /// Its name.
+    pub name: String,
+    /// Missing, differs, or extra.
+    pub kind: DriftKind,
+    /// For an extra index: whether it is UNIQUE (a constraint on the table,
+    /// not only a way to read it).
+    pub unique: bool,
+}
+
 /// How the file's tables, indexes, triggers and views differ from the
 /// schema the embedded migrations build (in memory, for comparison): one
-/// line per object missing, extra or altered. Empty when they match — a
-/// dropped append-only trigger shows here before any edit it would allow.
-pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+/// entry per object missing, altered, or extra — logbook's objects first,
+/// by name, then the extra ones, by name. Empty when they match; a dropped
+/// append-only trigger shows here before any edit it would allow.
+pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<Drift>> {
     let mem = Connection::open_in_memory()?;
     for m in super::migrate::embedded() {
         mem.execute_batch(m.sql().unwrap_or_default())?;
@@ -106,18 +141,27 @@ pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let want = schema_objects(&mem)?;
     let have = schema_objects(conn)?;
     let mut out = Vec::new();
-    for (kind, name, sql) in &want {
-        match have.iter().find(|(_, n, _)| n == name) {
-            None => out.push(format!("{kind} {name} is missing")),
-            Some((_, _, s)) if s != sql => {
-                out.push(format!("{kind} {name} differs from its migration"));
-            }
-            Some(_) => {}
-        }
+    for (object_type, name, sql) in &want {
+        let kind = match have.iter().find(|(_, n, _)| n == name) {
+            None => DriftKind::Missing,
+            Some((_, _, s)) if s != sql => DriftKind::Differs,
+            Some(_) => continue,
+        };
+        out.push(Drift {
+            object_type: object_type.clone(),
+            name: name.clone(),
+            kind,
+            unique: false,
+        });
     }
-    for (kind, name, _) in &have {
+    for (object_type, name, _) in &have {
         if !want.iter().any(|(_, n, _)| n == name) {
-            out.push(format!("{kind} {name} is not part of logbook's schema"));
+            out.push(Drift {
+                object_type: object_type.clone(),
+                name: name.clone(),
+                kind: DriftKind::Extra,
+                unique: object_type == "index" && index_is_unique(conn, name)?,
+            });
         }
     }
     Ok(out)

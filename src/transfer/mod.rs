@@ -459,4 +459,13 @@ mod tests {
             assert!(!event_type_ok(bad), "{bad}");
         }
     }
+
+    /// An export of any session imports again: every type a verb writes is
+    /// accepted.
+    #[test]
+    fn every_built_in_event_type_imports() {
+        for t in crate::model::EventType::VARIANTS {
+            assert!(event_type_ok(t.as_str()), "{t}");
+        }
+    }
 }

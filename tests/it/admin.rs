@@ -289,3 +289,172 @@ fn doctor_and_verify_refuse_a_missing_database_and_create_nothing() {
     assert_eq!(env.json(&["doctor"]).code, 0);
     assert_eq!(env.json(&["verify"]).code, 0);
 }
+
+/// The `schema_objects` check of a doctor report (`data` or error details).
+fn objects_check(report: &serde_json::Value) -> serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "schema_objects")
+        .unwrap()
+        .clone()
+}
+
+/// An index and a view an operator added for a dashboard are not logbook's,
+/// but they are no damage either: a warning naming them, exit 0 (they used
+/// to be STORE_CORRUPT, exit 6).
+#[test]
+fn doctor_warns_about_an_operators_index_and_view_and_passes() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.sql()
+        .execute_batch(
+            "CREATE INDEX dash_sessions_by_title ON sessions (title);
+             CREATE VIEW dash_active AS SELECT session_id FROM sessions WHERE status = 'active';",
+        )
+        .unwrap();
+    let d = env.json(&["doctor"]).data();
+    assert_eq!(
+        (d["healthy"].as_bool(), d["warnings"].as_i64()),
+        (Some(true), Some(2))
+    );
+    let o = objects_check(&d);
+    assert_eq!(
+        (o["ok"].as_bool(), o["level"].as_str()),
+        (Some(true), Some("warning"))
+    );
+    assert_eq!(
+        o["warnings"],
+        serde_json::json!([
+            "view dash_active is not part of logbook's schema",
+            "index dash_sessions_by_title is not part of logbook's schema"
+        ])
+    );
+    assert_eq!(
+        o["detail"],
+        "logbook's tables, indexes, triggers and views are as the migrations made it; \
+         not logbook's (left as they are): view dash_active, index dash_sessions_by_title"
+    );
+    // Every other check is plainly ok.
+    let others: Vec<(String, String)> = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] != "schema_objects")
+        .map(|c| {
+            (
+                c["check"].as_str().unwrap().to_owned(),
+                c["level"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(others.iter().all(|(_, l)| l == "ok"), "{others:?}");
+    let r = env.run(&["doctor"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+    assert!(
+        r.stdout.contains(
+            "schema_objects  warning  logbook's tables, indexes, triggers and views are as the migrations made it; not logbook's (left as they are): view dash_active, index dash_sessions_by_title\n"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A table an operator keeps beside logbook's is a warning too.
+#[test]
+fn doctor_warns_about_an_operators_table() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.sql()
+        .execute_batch("CREATE TABLE dash_notes (note TEXT)")
+        .unwrap();
+    let d = env.json(&["doctor"]).data();
+    assert_eq!(
+        objects_check(&d)["warnings"],
+        serde_json::json!(["table dash_notes is not part of logbook's schema"])
+    );
+}
+
+/// What can refuse or change logbook's own writes is not a dashboard's
+/// drift: an extra trigger or an extra UNIQUE index stays STORE_CORRUPT.
+#[test]
+fn doctor_fails_on_an_extra_trigger_or_unique_index() {
+    for (sql, finding) in [
+        (
+            "CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.detail = 'BOOM' \
+             BEGIN SELECT RAISE(ABORT, 'boom'); END",
+            "trigger boom is not part of logbook's schema (it can change or refuse logbook's writes)",
+        ),
+        (
+            "CREATE UNIQUE INDEX one_per_title ON sessions (title)",
+            "unique index one_per_title is not part of logbook's schema (it can refuse logbook's writes)",
+        ),
+    ] {
+        let env = TestEnv::new();
+        env.create("a");
+        env.sql().execute_batch(sql).unwrap();
+        let e = assert_error(&env.json(&["doctor"]), "STORE_CORRUPT", 6);
+        let o = objects_check(&e["details"]);
+        assert_eq!((o["ok"].as_bool(), o["level"].as_str()), (Some(false), Some("problem")));
+        assert_eq!(o["detail"], finding);
+        assert_eq!(o["warnings"], serde_json::json!([]));
+        assert_eq!(e["details"]["healthy"], false);
+    }
+}
+
+/// A logbook index an operator dropped is still damage: STORE_CORRUPT, exit
+/// 6, even beside an operator's own index (a warning in the same check).
+#[test]
+fn doctor_fails_on_a_dropped_logbook_index() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.sql()
+        .execute_batch("DROP INDEX sessions_by_app; CREATE INDEX dash_by_app ON sessions (app);")
+        .unwrap();
+    let e = assert_error(&env.json(&["doctor"]), "STORE_CORRUPT", 6);
+    let o = objects_check(&e["details"]);
+    assert_eq!(
+        (o["ok"].as_bool(), o["level"].as_str()),
+        (Some(false), Some("problem"))
+    );
+    assert_eq!(
+        o["detail"],
+        "index sessions_by_app is missing; not logbook's (left as they are): index dash_by_app"
+    );
+    assert_eq!(
+        o["warnings"],
+        serde_json::json!(["index dash_by_app is not part of logbook's schema"])
+    );
+    let r = env.run(&["doctor"]);
+    assert_eq!(r.code, 6);
+    assert!(
+        r.stdout
+            .contains("schema_objects  PROBLEM  index sessions_by_app is missing"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.starts_with("error[STORE_CORRUPT]"), "{}", r.stderr);
+}
+
+/// A logbook trigger dropped and created again with another body (here one
+/// that lets DELETE through) is changed, not merely extra: STORE_CORRUPT.
+#[test]
+fn doctor_fails_on_a_changed_trigger() {
+    let env = TestEnv::new();
+    env.create("a");
+    env.sql()
+        .execute_batch(
+            "DROP TRIGGER events_no_delete;
+             CREATE TRIGGER events_no_delete BEFORE DELETE ON events WHEN 0
+             BEGIN SELECT RAISE(ABORT, 'logbook: events are append-only; DELETE is not allowed'); END;",
+        )
+        .unwrap();
+    let e = assert_error(&env.json(&["doctor"]), "STORE_CORRUPT", 6);
+    let o = objects_check(&e["details"]);
+    assert_eq!(o["level"], "problem");
+    assert_eq!(
+        o["detail"],
+        "trigger events_no_delete differs from its migration"
+    );
+}

@@ -1355,7 +1355,10 @@ fn kv_value<'a>(out: &'a str, label: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {label} line in:\n{out}"))
 }
 
-/// The DETAIL cell of the events-table row of type `ty`.
+/// The widest SUMMARY cell of a timeline (the CLI's `SUMMARY_WIDTH`).
+const SUMMARY_WIDTH: usize = 100;
+
+/// The SUMMARY cell of the events-table row of type `ty`.
 fn detail_cell<'a>(out: &'a str, ty: &str) -> &'a str {
     let line = out
         .lines()
@@ -1372,7 +1375,7 @@ fn detail_cell<'a>(out: &'a str, ty: &str) -> &'a str {
 fn c16_multibyte_text_at_widths_and_caps_never_panics() {
     let env = TestEnv::new();
     let mut values = Vec::new();
-    for w in [20_usize, 48, 60, 80, 200, 4096] {
+    for w in [20_usize, 48, 60, 80, 100, 200, 4096] {
         values.push(format!("{}🙏tail", "a".repeat(w - 1)));
         values.push(format!("{}漢tail", "a".repeat(w - 2)));
     }
@@ -1425,7 +1428,7 @@ fn c16_multibyte_text_at_widths_and_caps_never_panics() {
             assert_eq!(rev_and_events(&env, &s), (1, 1, 0));
         }
     }
-    assert_eq!((titled.len(), noted.len(), resulted.len()), (8, 10, 10));
+    assert_eq!((titled.len(), noted.len(), resulted.len()), (10, 12, 12));
 
     // list, JSON and human.
     let r = env.json(&["session", "list", "--limit", "1000"]);
@@ -1470,7 +1473,11 @@ fn c16_multibyte_text_at_widths_and_caps_never_panics() {
         assert_eq!(h.code, 0);
         let (_, note) = kv_value(&h.stdout, "checkpoint").split_once("): ").unwrap();
         check_preview(note, v, 60);
-        check_preview(detail_cell(&h.stdout, "checkpoint"), v, 60);
+        check_preview(
+            detail_cell(&h.stdout, "checkpoint"),
+            &format!("step s · {v}"),
+            SUMMARY_WIDTH,
+        );
     }
     for (id, v) in &resulted {
         let shown: Value = serde_json::from_str(&env.show(id)).unwrap();
@@ -1479,7 +1486,7 @@ fn c16_multibyte_text_at_widths_and_caps_never_panics() {
         assert_no_panic(&h);
         assert_eq!(h.code, 0);
         check_preview(kv_value(&h.stdout, "result"), v, 80);
-        check_preview(detail_cell(&h.stdout, "completed"), v, 60);
+        check_preview(detail_cell(&h.stdout, "completed"), v, SUMMARY_WIDTH);
     }
 
     // CAP characters in CAP+3 bytes is accepted whole; CAP+1 characters is not.

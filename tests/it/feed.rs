@@ -301,15 +301,63 @@ fn feed_pages_filters_and_refusals() {
         let field = e["details"]["field"].as_str().unwrap();
         assert!(field.starts_with(args.last().unwrap()), "{args:?}: {field}");
     }
-    // Human form: one line per event and the cursor.
+    // Human form: the table (a header, one row per event), then the cursor.
     let r = env.run(&["events", "--session", &b]);
     assert_eq!(r.code, 0);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    assert!(lines[0].starts_with("EVENT_ID  SESSION  "), "{}", lines[0]);
     assert!(
-        lines[1].starts_with("#4 ") && lines[1].contains(" x.build  ok"),
+        lines[2].starts_with(&format!("       4  {b}    1  "))
+            && lines[2].ends_with("  x.build  cli    ok"),
         "{}",
-        lines[1]
+        lines[2]
     );
-    assert_eq!(lines[2], "next cursor: 5");
+    assert_eq!(lines[3], "next cursor: 5");
+}
+
+/// A human follower with nothing to print yet shows the header at once
+/// (after its first read), then one row per event as it commits, under
+/// that one header.
+#[test]
+fn an_idle_human_follower_prints_the_header_once_then_rows() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let mut c = env.command();
+    c.arg("--db")
+        .arg(env.path())
+        .args(["events", "--follow", "--after", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut follower = c.spawn().unwrap();
+    let out = follower.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let header = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        header.starts_with("EVENT_ID  SESSION                 SEQ  AT  ")
+            && header.ends_with("  ACTOR  SUMMARY"),
+        "{header}"
+    );
+    for step in ["one", "two"] {
+        env.json(&["session", "checkpoint", &s, "--step", step]);
+        let row = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            row.starts_with(&format!(
+                "       {}  {s}  ",
+                if step == "one" { 2 } else { 3 }
+            )) && row.ends_with(&format!("  checkpoint           cli    step {step}")),
+            "{row}"
+        );
+    }
+    sigint(&follower);
+    assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
+    assert!(rx.try_recv().is_err(), "nothing after the rows");
 }

@@ -25,6 +25,7 @@ mod runs;
 mod schema;
 mod snapshots;
 mod stages;
+mod timeline;
 mod transfer;
 mod tree;
 mod views;
