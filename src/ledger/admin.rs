@@ -235,7 +235,14 @@ impl Ledger {
         checks.push(check(
             "schema",
             user_version == latest && history == latest,
-            format!("version {user_version} (history {history}; this logbook's latest {latest})"),
+            if user_version == history {
+                format!("version {user_version} (history {history}; this logbook's latest {latest})")
+            } else {
+                // Issue 13 §9: the two records of the schema must agree.
+                format!(
+                    "user_version {user_version} and refinery_schema_history's newest version {history} disagree (this logbook's latest {latest}): another tool changed one of them"
+                )
+            },
             ErrorCode::StoreCorrupt,
         ));
         let ic = sql::integrity_check(&self.conn).map_err(db)?;

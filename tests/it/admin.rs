@@ -262,6 +262,37 @@ fn doctor_notices_a_dropped_trigger() {
     assert_eq!(objects["detail"], "trigger events_no_update is missing");
 }
 
+/// Issue 13 §9: `doctor` reports `user_version` and refinery's history
+/// disagreeing (here the history lost its newest row).
+#[test]
+fn doctor_reports_user_version_and_history_disagreeing() {
+    let env = TestEnv::new();
+    env.create("a");
+    let latest = logbook::store::migrate::LATEST_VERSION;
+    env.sql()
+        .execute(
+            "DELETE FROM refinery_schema_history WHERE version = ?1",
+            [latest],
+        )
+        .unwrap();
+    let e = assert_error(&env.json(&["doctor"]), "STORE_CORRUPT", 6);
+    let schema = e["details"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "schema")
+        .unwrap()
+        .clone();
+    assert_eq!(schema["ok"], false);
+    assert_eq!(
+        schema["detail"],
+        format!(
+            "user_version {latest} and refinery_schema_history's newest version {} disagree (this logbook's latest {latest}): another tool changed one of them",
+            latest - 1
+        )
+    );
+}
+
 /// `doctor` and `verify` on a path with no database (a mistyped `--db`)
 /// fail with STORE_IO and create nothing: they used to create a new, empty
 /// database and report it healthy (found by adversarial testing).
