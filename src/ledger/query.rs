@@ -26,6 +26,7 @@ impl Ledger {
         }
         let own;
         let conn = if self.read_only {
+            self.check_file()?;
             &self.conn
         } else {
             own = crate::store::open::open_read_only(&self.path, self.opts.busy_timeout_ms)?;
