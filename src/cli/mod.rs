@@ -48,7 +48,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Database file [env: LOGBOOK_DB; default: $XDG_DATA_HOME/logbook/logbook.db,
-    /// else ~/.local/share/logbook/logbook.db]
+    /// else ~/.local/share/logbook/logbook.db]; a file path, never a SQLite URI:
+    /// a name beginning with `file:`, and `:memory:`, are INVALID_ARGUMENT
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
     /// Print one JSON envelope on stdout: {"ok":true,"data":…} or
@@ -60,7 +61,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
     busy_timeout_ms: Option<u64>,
     /// Open the database read-only: never create, migrate or write it (works
-    /// on a file you may only read); commands that write fail with STORE_IO
+    /// on a file you may only read, and on read-only storage, where a copied
+    /// -wal is read too); commands that write fail with STORE_IO
     #[arg(long, global = true)]
     read_only: bool,
 }
@@ -102,19 +104,25 @@ enum Command {
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
     /// events have been printed. Under --json a page is one envelope
     /// {"events":[…],"next_cursor":C}; a follow prints JSON Lines, one event
-    /// object per line. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
+    /// object per line. A follow stops with STORE_IO (exit 6) when the
+    /// database file is replaced or removed under it (a backup moved into
+    /// place). Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, STORE_IO.
     #[command(
         after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
     )]
     Events(timeline::EventsArgs),
     /// Check the database: schema, integrity, foreign keys, hash chains,
-    /// journal mode, file modes, WAL size
+    /// journal mode, file modes, WAL size, WAL match
     ///
     /// Exits 0 when every check passes. Otherwise it prints the report and
     /// fails with the first failing check's code: STORE_CORRUPT (schema,
-    /// integrity, foreign keys, journal mode), LEDGER_TAMPERED (hash chain)
-    /// or STORE_IO (file modes, a WAL over 128 MiB) — exit 6 — with the
-    /// whole report as the error's details under --json. A missing database
+    /// integrity, foreign keys, journal mode, WAL match), LEDGER_TAMPERED
+    /// (hash chain) or STORE_IO (file modes, a WAL over 128 MiB) — exit 6 —
+    /// with the whole report as the error's details under --json. wal_match
+    /// fails (and is named first) when the file is damaged with its -wal
+    /// applied but sound without it: the -wal is an earlier file's (a backup
+    /// moved over the database while it was open); stop every process using
+    /// the database and move the -wal and -shm aside. A missing database
     /// file is STORE_IO: nothing is created.
     #[command(after_help = "Example:\n  logbook doctor\n  logbook doctor --json")]
     Doctor,
@@ -123,10 +131,13 @@ enum Command {
     /// Uses SQLite's backup API: the copy is one snapshot, taken while other
     /// processes keep writing; it is checked, then renamed into place (mode
     /// 0600). DEST must not exist. Restore by pointing --db (or LOGBOOK_DB)
-    /// at the copy, or moving it into place while no logbook runs.
+    /// at the copy, or: stop every process using the database, move its -wal
+    /// and -shm aside, then move the copy into place (README, "Backup and
+    /// restore").
     ///
-    /// Errors: INVALID_ARGUMENT (DEST exists, or is the database itself),
-    /// STORE_IO (DEST cannot be written).
+    /// Errors: INVALID_ARGUMENT (DEST exists; names the database or its
+    /// -wal, -shm, -journal or -lock, through .., symlinks or a hard link;
+    /// or begins with file:), STORE_IO (DEST cannot be written).
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
     /// Run one read-only SQL statement and print the result
@@ -165,8 +176,10 @@ enum Command {
     /// exporting again gives the same bytes. Without --out it goes to
     /// stdout (then --json is refused: the export is the output). phelix:
     /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema. Errors:
-    /// INVALID_ARGUMENT, SESSION_NOT_FOUND (a --session that does not
-    /// exist; nothing is written), STORE_IO. See docs/import-export.md.
+    /// INVALID_ARGUMENT (also an --out, or a redirected stdout, that names
+    /// the database or its -wal, -shm, -journal or -lock, through ..,
+    /// symlinks or a hard link; nothing is written), SESSION_NOT_FOUND (a --session that does not exist;
+    /// nothing is written), STORE_IO. See docs/import-export.md.
     #[command(
         after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
     )]

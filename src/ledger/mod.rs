@@ -196,12 +196,15 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     ))
 }
 
-/// The identity of the file just opened at `path`.
-fn opened_id(path: &Path) -> Result<FileId> {
-    FileId::of(path).map_err(|e| Error::Io {
+/// The identity of the file just opened at `path`, and the path made
+/// absolute.
+fn opened_id(path: &Path) -> Result<(FileId, PathBuf)> {
+    let io = |e| Error::Io {
         context: format!("cannot read {}", path.display()),
         source: e,
-    })
+    };
+    let id = FileId::of(path).map_err(io)?;
+    Ok((id, std::path::absolute(path).map_err(io)?))
 }
 
 /// A handle on one logbook database.
@@ -224,9 +227,12 @@ pub struct Ledger {
     /// Opened with [`Ledger::open_read_only`]: every write is refused
     /// before it touches anything (not even the writer lock file).
     read_only: bool,
-    /// The (device, inode) of the file this handle opened; every call
-    /// checks that the path still names it ([`Ledger::check_file`]).
+    /// The (device, inode) of the file this handle opened, and its path made
+    /// absolute at open (a later change of the current folder does not
+    /// matter); every call checks that the path still names that file
+    /// ([`Ledger::check_file`]).
     file_id: FileId,
+    file_path: PathBuf,
 }
 
 impl Ledger {
@@ -260,7 +266,7 @@ impl Ledger {
             page_cache_kib: opts.page_cache_kib,
             create,
         })?;
-        let file_id = opened_id(&path)?;
+        let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
             conn,
@@ -269,6 +275,7 @@ impl Ledger {
             writer_lock,
             read_only: false,
             file_id,
+            file_path,
         })
     }
 
@@ -283,7 +290,7 @@ impl Ledger {
     pub fn open_read_only(opts: LedgerOptions) -> Result<Self> {
         let path = resolve_path(opts.path.as_deref())?;
         let conn = store::open::open_read_only(&path, opts.busy_timeout_ms)?;
-        let file_id = opened_id(&path)?;
+        let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
             conn,
@@ -292,6 +299,7 @@ impl Ledger {
             writer_lock,
             read_only: true,
             file_id,
+            file_path,
         })
     }
 
@@ -306,6 +314,7 @@ impl Ledger {
             writer_lock: RefCell::new(WriterLock::new(&self.path)),
             read_only: true,
             file_id: self.file_id,
+            file_path: self.file_path.clone(),
         })
     }
 
@@ -395,7 +404,7 @@ impl Ledger {
     /// nothing: the handle is done; open a new one (after the restore steps
     /// in README, "Backup and restore").
     pub fn check_file(&self) -> Result<()> {
-        let now = FileId::of(&self.path);
+        let now = FileId::of(&self.file_path);
         if now.as_ref().ok() == Some(&self.file_id) {
             return Ok(());
         }

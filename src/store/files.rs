@@ -193,6 +193,39 @@ impl DbFiles {
         }
         Ok(())
     }
+
+    /// Refuses an output already open (the CLI's stdout, which a shell may
+    /// have pointed at the database with `>>`) that is one of the database's
+    /// files, by (device, inode). A pipe or terminal passes.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT naming `field`.
+    pub fn refuse_open(&self, out: impl std::os::fd::AsFd, field: &str) -> Result<()> {
+        let Ok(meta) = out
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| fs::File::from(fd).metadata())
+        else {
+            return Ok(());
+        };
+        let id = Some(FileId::from_meta(&meta));
+        for (i, p) in self.files.iter().enumerate() {
+            if FileId::of(p).ok() == id {
+                return Err(Error::invalid(
+                    field,
+                    format!(
+                        "is the database's {} file ({}); writing there would destroy the database: redirect it to another file",
+                        match COMPANION_SUFFIXES[i] {
+                            "" => "own",
+                            s => s,
+                        },
+                        p.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

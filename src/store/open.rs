@@ -542,3 +542,19 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uri_escapes_every_byte_sqlite_could_misread() {
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b/é#%?x.db"), "immutable=1"),
+            "file:///tmp/a%20b/%C3%A9%23%25%3Fx.db?immutable=1"
+        );
+        // A path starting with `//` keeps an empty authority.
+        assert_eq!(file_uri(Path::new("//x/y.db"), "q"), "file:////x/y.db?q");
+        assert_eq!(file_uri(Path::new("rel/y.db"), "q"), "file:rel/y.db?q");
+    }
+}

@@ -348,3 +348,41 @@ fn sqlite_uri_and_memory_names_are_refused_on_every_open_path() {
     let r = run_here(&env, &["--db", "uri.db", "session", "list"], &[]);
     assert_eq!(r.data()["sessions"][0]["title"], "real");
 }
+
+/// `export` to a stdout that a shell appended to the database file (`>>`),
+/// or to its live `-wal`, is refused before anything is written (the
+/// redirect `>` would have emptied the file before logbook ran: nothing can
+/// undo that, but nothing is written into it either).
+#[test]
+fn export_to_a_stdout_that_is_the_database_is_refused() {
+    let (env, keep) = live_db();
+    for target in ["ledger.db", "ledger.db-wal"] {
+        let before = snapshot(env.dir.path());
+        let out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(env.dir.path().join(target))
+            .unwrap();
+        let mut c = env.command();
+        c.arg("--db")
+            .arg(env.path())
+            .args(["export", "--format", "jsonl"])
+            .stdout(out);
+        let r: Run = c.output().unwrap().into();
+        assert_eq!(r.code, 2, "{target}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .starts_with("error[INVALID_ARGUMENT]: invalid `stdout`"),
+            "{target}: {}",
+            r.stderr
+        );
+        assert_eq!(snapshot(env.dir.path()), before, "{target}");
+    }
+    drop(keep);
+    assert_eq!(
+        env.json(&["session", "list"]).data()["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

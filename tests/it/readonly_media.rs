@@ -68,24 +68,27 @@ impl OnMedia {
     /// Copies `files` (the database first) of `env` into a new folder.
     fn new(env: &TestEnv, suffixes: &[&str], media: Media) -> OnMedia {
         let dir = tempfile::Builder::new()
-            .prefix("logbook-media")
+            // Bytes a file: URI must escape, and a non-ASCII name.
+            .prefix("logbook media é#%?")
             .tempdir_in("/tmp")
             .unwrap();
         let db = dir.path().join("ledger.db");
         for s in suffixes {
             std::fs::copy(companion(env.path(), s), companion(&db, s)).unwrap();
         }
+        // Owner-only files (so doctor's mode check passes), in a folder the
+        // command's user may not write.
         let (dir_mode, file_mode) = match media {
             Media::Mount => (0o700, 0o600),
-            Media::Nobody => (0o755, 0o644),
-            Media::Modes => (0o555, 0o444),
+            Media::Nobody => (0o755, 0o400),
+            Media::Modes => (0o555, 0o400),
         };
         for s in suffixes {
-            std::fs::set_permissions(
-                companion(&db, s),
-                std::fs::Permissions::from_mode(file_mode),
-            )
-            .unwrap();
+            let p = companion(&db, s);
+            if media == Media::Nobody {
+                std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            }
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(file_mode)).unwrap();
         }
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
         OnMedia { dir, db, media }
@@ -171,12 +174,10 @@ fn copied_with_wal(media: Media) -> (TestEnv, OnMedia, Vec<String>) {
     let on = OnMedia::new(&env, &["", "-wal"], media);
     drop(keep);
     // The precondition: the file alone holds 1 session, the WAL the rest.
-    let alone = rusqlite::Connection::open_with_flags(
-        format!("file:{}?immutable=1", on.db.display()),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
-    )
-    .unwrap();
-    let n: i64 = alone
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy(&on.db, alone.path().join("alone.db")).unwrap();
+    let n: i64 = rusqlite::Connection::open(alone.path().join("alone.db"))
+        .unwrap()
         .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 1, "three sessions are only in the -wal");
