@@ -375,6 +375,20 @@ pub enum Error {
         /// The session's running run.
         running_run_id: String,
     },
+    /// STORE_IO found by logbook's own checks of the database's files, with
+    /// what to do: the file was replaced or removed under an open handle,
+    /// or it lies where this open cannot use it (read-only storage), or its
+    /// WAL cannot be read there (issue 13).
+    #[error("{path}: {reason}")]
+    StoreFile {
+        /// The database path.
+        path: String,
+        /// What was found.
+        reason: String,
+        /// What to do about it (the CLI prints it as a `hint:` line; the
+        /// JSON envelope carries it in `details.hint`).
+        hint: String,
+    },
 }
 
 /// Shorthand for `std::result::Result<T, logbook::Error>`.
@@ -405,6 +419,7 @@ impl Error {
             Error::LeaseNotFound { .. } => ErrorCode::LeaseNotFound,
             Error::Internal { .. } => ErrorCode::Internal,
             Error::RunAlreadyRunning { .. } => ErrorCode::RunInvalidTransition,
+            Error::StoreFile { .. } => ErrorCode::StoreIo,
         }
     }
 
@@ -490,6 +505,7 @@ impl Error {
                 "session_id": session_id,
                 "running_run_id": running_run_id,
             }),
+            Error::StoreFile { path, hint, .. } => json!({"path": path, "hint": hint}),
         }
     }
 

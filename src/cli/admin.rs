@@ -9,7 +9,8 @@ use std::path::PathBuf;
 /// `logbook backup DEST`
 #[derive(Debug, Args)]
 pub struct BackupArgs {
-    /// The new file to write (never overwritten)
+    /// The new file to write (never overwritten; never the database or one
+    /// of its companions)
     #[arg(value_name = "DEST")]
     dest: PathBuf,
 }

@@ -76,6 +76,7 @@ fn hints(e: &Error) -> Vec<String> {
         )],
         Error::Busy { .. } => vec!["retry, or raise --busy-timeout-ms".to_owned()],
         Error::VersionTooNew { .. } => vec!["this database was written by a newer logbook".to_owned()],
+        Error::StoreFile { hint, .. } => vec![hint.clone()],
         _ => Vec::new(),
     }
 }

@@ -21,7 +21,10 @@ pub enum McpCommand {
     /// cancel and --if-rev stay CLI-only. stdout carries only MCP messages; diagnostics
     /// go to stderr. A tool error carries the SPEC §3 code. If the database
     /// cannot be opened at start, the reason is printed on stderr and each
-    /// call tries again, returning the error as its tool error. Exits 0 when
+    /// call tries again, returning the error as its tool error. If the
+    /// database file is replaced or removed while serving (a backup moved
+    /// into place), every later call fails with STORE_IO and nothing is
+    /// written: restart the server once the restore is done. Exits 0 when
     /// stdin closes.
     #[command(
         after_help = "Example (an MCP client's config):\n  {\"mcpServers\": {\"logbook\": {\"command\": \"logbook\", \"args\": [\"mcp\", \"serve\"]}}}"

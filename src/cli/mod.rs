@@ -49,7 +49,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Database file [env: LOGBOOK_DB; default: $XDG_DATA_HOME/logbook/logbook.db,
-    /// else ~/.local/share/logbook/logbook.db]
+    /// else ~/.local/share/logbook/logbook.db]; a file path, never a SQLite URI:
+    /// a name beginning with `file:`, and `:memory:`, are INVALID_ARGUMENT
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
     /// Print one JSON envelope on stdout: {"ok":true,"data":…} or
@@ -61,7 +62,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
     busy_timeout_ms: Option<u64>,
     /// Open the database read-only: never create, migrate or write it (works
-    /// on a file you may only read); commands that write fail with STORE_IO
+    /// on a file you may only read, and on read-only storage, where a copied
+    /// -wal is read too); commands that write fail with STORE_IO
     #[arg(long, global = true)]
     read_only: bool,
 }
@@ -105,13 +107,15 @@ enum Command {
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
     /// events have been printed. Under --json a page is one envelope
     /// {"events":[…],"next_cursor":C}; a follow prints JSON Lines, one event
-    /// object per line. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.
+    /// object per line. A follow stops with STORE_IO (exit 6) when the
+    /// database file is replaced or removed under it (a backup moved into
+    /// place). Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, STORE_IO.
     #[command(
         after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
     )]
     Events(timeline::EventsArgs),
     /// Check the database: schema, integrity, foreign keys, hash chains,
-    /// journal mode, file modes, WAL size
+    /// journal mode, file modes, WAL size, WAL match
     ///
     /// Exits 0 when every check passes. An index, view or table that is not
     /// logbook's (an operator's own, e.g. for a dashboard) is a warning: the
@@ -120,10 +124,14 @@ enum Command {
     /// check's code: STORE_CORRUPT (schema; a logbook table, index, trigger
     /// or view missing or altered, or an extra trigger or UNIQUE index,
     /// which can change or refuse logbook's writes; integrity, foreign
-    /// keys, journal mode), LEDGER_TAMPERED (hash chain) or STORE_IO (file
-    /// modes, a WAL over 128 MiB) — exit 6 — with the whole report as the
-    /// error's details under --json. A missing database file is STORE_IO:
-    /// nothing is created.
+    /// keys, journal mode, WAL match), LEDGER_TAMPERED (hash chain) or
+    /// STORE_IO (file modes, a WAL over 128 MiB) — exit 6 — with the whole
+    /// report as the error's details under --json. wal_match fails (and is
+    /// named first) when the file is damaged with its -wal applied but
+    /// sound without it: the -wal is an earlier file's (a backup moved over
+    /// the database while it was open); stop every process using the
+    /// database and move the -wal and -shm aside. A missing database file
+    /// is STORE_IO: nothing is created.
     #[command(after_help = "Example:\n  logbook doctor\n  logbook doctor --json")]
     Doctor,
     /// Write a consistent copy of the database to a new file, online
@@ -131,10 +139,13 @@ enum Command {
     /// Uses SQLite's backup API: the copy is one snapshot, taken while other
     /// processes keep writing; it is checked, then renamed into place (mode
     /// 0600). DEST must not exist. Restore by pointing --db (or LOGBOOK_DB)
-    /// at the copy, or moving it into place while no logbook runs.
+    /// at the copy, or: stop every process using the database, move its -wal
+    /// and -shm aside, then move the copy into place (README, "Backup and
+    /// restore").
     ///
-    /// Errors: INVALID_ARGUMENT (DEST exists, or is the database itself),
-    /// STORE_IO (DEST cannot be written).
+    /// Errors: INVALID_ARGUMENT (DEST exists; names the database or its
+    /// -wal, -shm, -journal or -lock, through .., symlinks or a hard link;
+    /// or begins with file:), STORE_IO (DEST cannot be written).
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
     /// Run one read-only SQL statement and print the result
@@ -173,8 +184,10 @@ enum Command {
     /// exporting again gives the same bytes. Without --out it goes to
     /// stdout (then --json is refused: the export is the output). phelix:
     /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema. Errors:
-    /// INVALID_ARGUMENT, SESSION_NOT_FOUND (a --session that does not
-    /// exist; nothing is written), STORE_IO. See docs/import-export.md.
+    /// INVALID_ARGUMENT (also an --out, or a redirected stdout, that names
+    /// the database or its -wal, -shm, -journal or -lock, through ..,
+    /// symlinks or a hard link; nothing is written), SESSION_NOT_FOUND (a --session that does not exist;
+    /// nothing is written), STORE_IO. See docs/import-export.md.
     #[command(
         after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
     )]

@@ -5,6 +5,7 @@ use super::exit;
 use super::output::{write_stderr, write_stdout, Printer};
 use super::{open, GlobalArgs};
 use clap::Args;
+use logbook::store::files::DbFiles;
 use logbook::{Error, ErrorCode, ExportFormat, ImportFormat, ImportReport, Result};
 use std::io::{ErrorKind, IsTerminal};
 use std::path::PathBuf;
@@ -21,7 +22,8 @@ pub struct ExportArgs {
     #[arg(long = "session", value_name = "ID")]
     sessions: Vec<String>,
     /// Write to this file (jsonl) or folder (phelix, required) instead of
-    /// stdout (`-` is stdout); files are created 0600 and new folders 0700
+    /// stdout (`-` is stdout); files are created 0600 and new folders 0700;
+    /// never the database or one of its companions (INVALID_ARGUMENT)
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }
@@ -52,9 +54,15 @@ fn broken_pipe(e: &Error) -> bool {
 }
 
 pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
-    let ledger = open(global)?;
     // `--out -` is stdout, as `-` is stdin for `import`.
     let to = args.out.as_ref().filter(|p| p.as_os_str() != "-");
+    if to.is_none() && args.format == ExportFormat::Jsonl && !out.json {
+        // Before opening (which would write a schema into an emptied file):
+        // a shell may have pointed stdout at the database itself.
+        let db = logbook::ledger::resolve_path(global.db.as_deref())?;
+        DbFiles::of(&db)?.refuse_open(std::io::stdout(), "stdout")?;
+    }
+    let ledger = open(global)?;
     let report = match (args.format, to) {
         (ExportFormat::Jsonl, None) => {
             if out.json {

@@ -3,7 +3,11 @@
 use super::Ledger;
 use crate::error::{Error, ErrorCode, Result};
 use crate::store::admin as sql;
-use crate::store::open::{companion, create_private_dirs, JOURNAL_SIZE_LIMIT_BYTES};
+use crate::store::files::DbFiles;
+use crate::store::open::{
+    companion, create_private_dirs, header_says_wal, keep_wal_on_close, wal_has_frames,
+    JOURNAL_SIZE_LIMIT_BYTES, WAL_MISMATCH,
+};
 use serde::Serialize;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -29,8 +33,9 @@ pub enum CheckLevel {
 /// change.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorCheck {
-    /// `schema`, `schema_objects`, `integrity`, `foreign_keys`,
-    /// `hash_chain`, `journal_mode`, `file_modes` or `wal_size`.
+    /// `schema`, `integrity`, `foreign_keys`, `hash_chain`,
+    /// `schema_objects`, `journal_mode`, `file_modes`, `wal_size` or
+    /// `wal_match`.
     pub check: &'static str,
     /// Whether it passed (false only at level `problem`).
     pub ok: bool,
@@ -213,21 +218,32 @@ impl Ledger {
     /// Checks the database: schema version, that every table, index,
     /// trigger and view is as the migrations made it (an operator's own
     /// index, view or table is a warning, not a failure), `integrity_check`,
-    /// `foreign_key_check`, every hash chain, journal mode, file modes and
-    /// the WAL's size. Changes nothing (beyond what opening did: migrating
-    /// an older schema, tightening modes — which is then reported).
+    /// `foreign_key_check`, every hash chain, journal mode, file modes, the
+    /// WAL's size, and whether the WAL belongs to the file (`wal_match`,
+    /// see below). Changes nothing (beyond what opening did: migrating an
+    /// older schema, tightening modes — which is then reported).
+    ///
+    /// `wal_match` fails when the file is damaged with its `-wal` applied
+    /// but sound without it: the `-wal` is an earlier file's (SQLite ties a
+    /// WAL to its database by name only). The report then says to stop
+    /// every process using the database and move the `-wal` and `-shm`
+    /// aside, and this handle no longer checkpoints when it closes, so the
+    /// WAL's frames are not copied into the file.
     ///
     /// `modes_before` are the file modes seen before this handle was opened
     /// (see [`Ledger::file_modes`]).
     ///
     /// # Errors
     /// An `Unhealthy` error when any check fails (warnings alone are no
-    /// failure): its code is the first failing check's (STORE_CORRUPT for
-    /// schema, schema objects (a missing or altered logbook object, an
-    /// extra trigger or UNIQUE index), integrity, foreign keys, journal
-    /// mode; LEDGER_TAMPERED for the chain; STORE_IO for modes and WAL
-    /// size), its details the whole report.
+    /// failure): its code is the first failing check's (`wal_match` first
+    /// when it fails, as it explains the others; STORE_CORRUPT for schema,
+    /// schema objects (a missing or altered logbook object, an extra
+    /// trigger or UNIQUE index), integrity, foreign keys, journal mode, WAL
+    /// match; LEDGER_TAMPERED for the chain; STORE_IO for modes and WAL
+    /// size), its details the whole report. STORE_IO when the file was
+    /// replaced under this handle ([`Ledger::check_file`]).
     pub fn doctor(&self, modes_before: &[(PathBuf, Option<u32>)]) -> Result<DoctorReport> {
+        self.check_file()?;
         let db = |e| self.db_err(e);
         let mut checks = Vec::new();
         let (user_version, history) = sql::schema_versions(&self.conn).map_err(db)?;
@@ -245,48 +261,21 @@ impl Ledger {
             },
             ErrorCode::StoreCorrupt,
         ));
-        let ic = sql::integrity_check(&self.conn).map_err(db)?;
-        let ic_ok = ic.len() == 1 && ic[0] == "ok";
-        checks.push(check(
-            "integrity",
-            ic_ok,
-            ic.join("; "),
-            ErrorCode::StoreCorrupt,
-        ));
-        let (fk, fk_rows) = sql::foreign_key_violations(&self.conn).map_err(db)?;
-        checks.push(check(
-            "foreign_keys",
-            fk == 0,
-            if fk == 0 {
-                "no violations".into()
-            } else {
-                format!("{fk} violation(s): {}", fk_rows.join("; "))
-            },
-            ErrorCode::StoreCorrupt,
-        ));
-        match self.verify(&[]) {
-            Ok(r) => checks.push(check(
-                "hash_chain",
-                true,
-                format!("{} session(s), {} event(s) verified", r.sessions, r.events),
-                ErrorCode::LedgerTampered,
-            )),
-            Err(e @ Error::Tampered { .. }) => checks.push(check(
-                "hash_chain",
-                false,
-                e.to_string(),
-                ErrorCode::LedgerTampered,
-            )),
-            Err(e) => return Err(e),
-        }
-        let drift = sql::schema_drift(&self.conn).map_err(db)?;
-        checks.push(schema_objects_check(&drift));
+        checks.extend(self.content_checks()?);
         let (sessions, events, page_size, page_count, freelist_count, journal) =
             sql::sizes(&self.conn).map_err(db)?;
+        // A read-only open without a -shm reads a WAL file as immutable,
+        // and SQLite then says `delete`: the file's header decides.
+        let header_wal =
+            self.read_only && !journal.eq_ignore_ascii_case("wal") && header_says_wal(&self.path);
         checks.push(check(
             "journal_mode",
-            journal.eq_ignore_ascii_case("wal"),
-            journal.clone(),
+            journal.eq_ignore_ascii_case("wal") || header_wal,
+            if header_wal {
+                "wal (from the file header: this read-only open reads the file as immutable, as it has no -wal and no -shm can be made here)".into()
+            } else {
+                journal.clone()
+            },
             ErrorCode::StoreCorrupt,
         ));
         checks.push(file_modes(&self.path, modes_before));
@@ -303,7 +292,10 @@ impl Ledger {
             },
             ErrorCode::StoreIo,
         ));
-        let failed: Vec<&DoctorCheck> = checks.iter().filter(|c| !c.ok).collect();
+        checks.push(self.wal_match(&checks));
+        let mut failed: Vec<&DoctorCheck> = checks.iter().filter(|c| !c.ok).collect();
+        // A mismatched WAL explains the damage the other checks found.
+        failed.sort_by_key(|c| c.check != "wal_match");
         let first = failed
             .first()
             .map(|c| (c.code, format!("{}: {}", c.check, c.detail)));
@@ -334,6 +326,110 @@ impl Ledger {
         }
     }
 
+    /// The checks of the file's content: `integrity`, `foreign_keys`,
+    /// `hash_chain`, `schema_objects`. A damaged file that SQLite refuses to
+    /// read fails the check instead of ending the report.
+    fn content_checks(&self) -> Result<Vec<DoctorCheck>> {
+        let damaged = |name, code, e: rusqlite::Error| match self.db_err(e) {
+            Error::Corrupt { reason, .. } => Ok(check(name, false, reason, code)),
+            other => Err(other),
+        };
+        let mut checks = Vec::new();
+        checks.push(match sql::integrity_check(&self.conn) {
+            Ok(ic) => {
+                let ok = ic.len() == 1 && ic[0] == "ok";
+                check("integrity", ok, ic.join("; "), ErrorCode::StoreCorrupt)
+            }
+            Err(e) => damaged("integrity", ErrorCode::StoreCorrupt, e)?,
+        });
+        checks.push(match sql::foreign_key_violations(&self.conn) {
+            Ok((0, _)) => check(
+                "foreign_keys",
+                true,
+                "no violations".into(),
+                ErrorCode::StoreCorrupt,
+            ),
+            Ok((fk, rows)) => check(
+                "foreign_keys",
+                false,
+                format!("{fk} violation(s): {}", rows.join("; ")),
+                ErrorCode::StoreCorrupt,
+            ),
+            Err(e) => damaged("foreign_keys", ErrorCode::StoreCorrupt, e)?,
+        });
+        checks.push(match self.verify(&[]) {
+            Ok(r) => check(
+                "hash_chain",
+                true,
+                format!("{} session(s), {} event(s) verified", r.sessions, r.events),
+                ErrorCode::LedgerTampered,
+            ),
+            Err(e @ Error::Tampered { .. }) => check(
+                "hash_chain",
+                false,
+                e.to_string(),
+                ErrorCode::LedgerTampered,
+            ),
+            Err(Error::Corrupt { reason, .. }) => {
+                check("hash_chain", false, reason, ErrorCode::StoreCorrupt)
+            }
+            Err(e) => return Err(e),
+        });
+        checks.push(match sql::schema_drift(&self.conn) {
+            Ok(drift) => schema_objects_check(&drift),
+            Err(e) => damaged("schema_objects", ErrorCode::StoreCorrupt, e)?,
+        });
+        Ok(checks)
+    }
+
+    /// `wal_match`: whether the `-wal` beside the file belongs to it. SQLite
+    /// ties a WAL to its database by name only and applies whatever frames
+    /// a `-wal` of that name holds (their salts and checksums only show
+    /// that the frames belong to that WAL), so a file moved over the
+    /// database while the old `-wal` stayed gets the old file's pages. When
+    /// the content checks fail with the WAL applied but pass on the file
+    /// alone (opened as immutable, its `-wal` ignored), the WAL is the
+    /// cause: this check fails (STORE_CORRUPT) and says what to do, and
+    /// this connection no longer checkpoints on close, so the damage is not
+    /// copied into the file. A foreign WAL whose frames happen to leave a
+    /// sound database cannot be told from the file's own.
+    fn wal_match(&self, checks: &[DoctorCheck]) -> DoctorCheck {
+        let content = ["integrity", "foreign_keys", "hash_chain", "schema_objects"];
+        let damaged = checks.iter().any(|c| !c.ok && content.contains(&c.check));
+        let ok = |detail: &str| check("wal_match", true, detail.into(), ErrorCode::StoreCorrupt);
+        if !wal_has_frames(&self.path) {
+            return ok("no WAL frames");
+        }
+        if !damaged {
+            return ok("the WAL's frames leave a sound database");
+        }
+        keep_wal_on_close(&self.conn);
+        let alone = self
+            .file_alone()
+            .and_then(|l| l.content_checks())
+            .map(|cs| cs.iter().all(|c| c.ok));
+        match alone {
+            Ok(true) => check(
+                "wal_match",
+                false,
+                WAL_MISMATCH.into(),
+                ErrorCode::StoreCorrupt,
+            ),
+            _ => ok("the file is damaged without its WAL too: not a WAL mismatch"),
+        }
+    }
+
+    /// The database's own files (it and its `-wal`, `-shm`, `-journal`,
+    /// `-lock`), resolved now, to refuse as the destination of any output:
+    /// every command that writes a file (`export --out`, `backup`) checks
+    /// its destination with [`DbFiles::refuse`] before writing anything.
+    ///
+    /// # Errors
+    /// STORE_IO when the path cannot be resolved.
+    pub fn own_files(&self) -> Result<DbFiles> {
+        DbFiles::of(&self.path)
+    }
+
     /// The modes of a database's files (`DB`, `-wal`, `-shm`, `-lock`), for
     /// [`Ledger::doctor`] — read before opening, which tightens them.
     pub fn file_modes(path: &Path) -> Vec<(PathBuf, Option<u32>)> {
@@ -355,12 +451,17 @@ impl Ledger {
     /// a copy.
     ///
     /// # Errors
-    /// INVALID_ARGUMENT when `dest` exists or is the database itself;
-    /// STORE_IO when it cannot be written.
+    /// INVALID_ARGUMENT when `dest` exists, names the database or one of
+    /// its companions (`-wal`, `-shm`, `-journal`, `-lock`; through `..`,
+    /// symlinks and hard links: see [`Ledger::own_files`]), or is a name
+    /// SQLite would not read as a file path (empty, `:memory:`, `file:…`);
+    /// STORE_IO when it cannot be written or the database file was replaced
+    /// under this handle.
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
-        if dest.as_os_str().is_empty() {
-            return Err(Error::invalid("dest", "must be a file path"));
-        }
+        // SQLite opens the copy by a name derived from `dest`.
+        crate::store::files::check_sqlite_name(dest, "dest")?;
+        self.own_files()?.refuse(dest, "dest")?;
+        self.check_file()?;
         if std::fs::symlink_metadata(dest).is_ok() {
             return Err(Error::invalid(
                 "dest",

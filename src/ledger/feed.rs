@@ -207,7 +207,10 @@ impl Ledger {
     /// checking every `poll`, and calls `stop` at each check.
     ///
     /// # Errors
-    /// As [`Ledger::feed`].
+    /// As [`Ledger::feed`]; STORE_IO ([`Error::StoreFile`]) as soon as the
+    /// database file is replaced or removed under the handle
+    /// ([`Ledger::check_file`]), instead of waiting for commits that can no
+    /// longer come.
     pub fn follow(
         &self,
         q: &FeedQuery,
@@ -240,6 +243,10 @@ impl Ledger {
                     return Ok(p.after.to_string());
                 }
                 std::thread::sleep(poll);
+                // A replaced file gets no more commits through this
+                // connection's file: without this the follow would go
+                // silent instead of failing.
+                self.check_file()?;
                 if sql::data_version(&self.conn).map_err(|e| self.db_err(e))? != seen {
                     break;
                 }

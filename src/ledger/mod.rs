@@ -47,8 +47,9 @@ pub use sessions::{
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::ActorType;
+use crate::store::files::FileId;
 use crate::store::tx::Tx;
-use crate::store::{self, open::with_path, writelock::WriterLock, StoreConfig, SyncMode};
+use crate::store::{self, writelock::WriterLock, StoreConfig, SyncMode};
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -197,6 +198,17 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     ))
 }
 
+/// The identity of the file just opened at `path`, and the path made
+/// absolute.
+fn opened_id(path: &Path) -> Result<(FileId, PathBuf)> {
+    let io = |e| Error::Io {
+        context: format!("cannot read {}", path.display()),
+        source: e,
+    };
+    let id = FileId::of(path).map_err(io)?;
+    Ok((id, std::path::absolute(path).map_err(io)?))
+}
+
 /// A handle on one logbook database.
 ///
 /// # Examples
@@ -217,6 +229,12 @@ pub struct Ledger {
     /// Opened with [`Ledger::open_read_only`]: every write is refused
     /// before it touches anything (not even the writer lock file).
     read_only: bool,
+    /// The (device, inode) of the file this handle opened, and its path made
+    /// absolute at open (a later change of the current folder does not
+    /// matter); every call checks that the path still names that file
+    /// ([`Ledger::check_file`]).
+    file_id: FileId,
+    file_path: PathBuf,
 }
 
 impl Ledger {
@@ -250,6 +268,7 @@ impl Ledger {
             page_cache_kib: opts.page_cache_kib,
             create,
         })?;
+        let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
             conn,
@@ -257,6 +276,8 @@ impl Ledger {
             opts,
             writer_lock,
             read_only: false,
+            file_id,
+            file_path,
         })
     }
 
@@ -271,6 +292,7 @@ impl Ledger {
     pub fn open_read_only(opts: LedgerOptions) -> Result<Self> {
         let path = resolve_path(opts.path.as_deref())?;
         let conn = store::open::open_read_only(&path, opts.busy_timeout_ms)?;
+        let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
             conn,
@@ -278,6 +300,23 @@ impl Ledger {
             opts,
             writer_lock,
             read_only: true,
+            file_id,
+            file_path,
+        })
+    }
+
+    /// A read-only handle on this handle's file alone, opened as immutable
+    /// (its `-wal` ignored; `doctor`'s `wal_match` check).
+    fn file_alone(&self) -> Result<Ledger> {
+        let conn = store::open::open_file_alone(&self.path).map_err(|e| self.db_err(e))?;
+        Ok(Ledger {
+            conn,
+            path: self.path.clone(),
+            opts: self.opts.clone(),
+            writer_lock: RefCell::new(WriterLock::new(&self.path)),
+            read_only: true,
+            file_id: self.file_id,
+            file_path: self.file_path.clone(),
         })
     }
 
@@ -330,10 +369,7 @@ impl Ledger {
     }
 
     fn db_err(&self, e: rusqlite::Error) -> Error {
-        with_path(
-            Error::from_sqlite(e, self.opts.busy_timeout_ms),
-            &self.path.display().to_string(),
-        )
+        self.fill_path(Error::from_sqlite(e, self.opts.busy_timeout_ms))
     }
 
     /// Fills this handle's busy timeout and path into an error raised with
@@ -343,12 +379,47 @@ impl Ledger {
             Error::Busy { .. } => Error::Busy {
                 timeout_ms: self.opts.busy_timeout_ms,
             },
-            Error::Corrupt { reason, .. } => Error::Corrupt {
-                path: self.path.display().to_string(),
-                reason,
-            },
+            Error::Corrupt { reason, .. } => {
+                // Closing would checkpoint the WAL into the file: never
+                // copy frames into a file that reads as damaged (they may
+                // be a mismatched WAL's; `doctor` tells).
+                store::open::keep_wal_on_close(&self.conn);
+                Error::Corrupt {
+                    path: self.path.display().to_string(),
+                    reason,
+                }
+            }
             other => other,
         }
+    }
+
+    /// Checks that this handle's path still names the file it opened (one
+    /// `stat`, compared by device and inode). A file moved over it (a backup
+    /// restored while this handle was open) or removed would otherwise go
+    /// on receiving this handle's writes, acknowledged, into a file no
+    /// other process sees — and its WAL would be applied to the new file.
+    /// Every read and write calls this; writes call it inside their
+    /// `BEGIN IMMEDIATE`, so no commit follows a failed check.
+    ///
+    /// # Errors
+    /// STORE_IO ([`Error::StoreFile`]) when the path names another file or
+    /// nothing: the handle is done; open a new one (after the restore steps
+    /// in README, "Backup and restore").
+    pub fn check_file(&self) -> Result<()> {
+        let now = FileId::of(&self.file_path);
+        if now.as_ref().ok() == Some(&self.file_id) {
+            return Ok(());
+        }
+        let what = match now {
+            Ok(_) => "was replaced by another file",
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was removed",
+            Err(_) => "can no longer be read",
+        };
+        Err(Error::StoreFile {
+            path: self.path.display().to_string(),
+            reason: format!("the database file {what} since this handle opened it; nothing was read or written through the stale handle"),
+            hint: "open the database again (restart the command or `logbook mcp serve`); if a backup was moved into place while logbook ran, see README \"Backup and restore\" first".into(),
+        })
     }
 
     fn now_ms(&self) -> i64 {
@@ -400,7 +471,10 @@ impl Ledger {
                 return Err(self.db_err(e));
             }
         };
-        let out = match f(&tx) {
+        // Inside the write transaction: a replaced file is refused before
+        // anything is written, and the check cannot be overtaken by a
+        // write of this handle.
+        let out = match self.check_file().and_then(|()| f(&tx)) {
             Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();
@@ -417,7 +491,7 @@ impl Ledger {
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         store::busy::start(self.opts.busy_timeout_ms);
         let tx = Tx::read(&self.conn).map_err(|e| self.db_err(e))?;
-        let out = f(&tx);
+        let out = self.check_file().and_then(|()| f(&tx));
         // Ending a read transaction cannot lose anything; ignore its result.
         let _ = tx.rollback();
         out

@@ -24,6 +24,7 @@ impl Ledger {
         if !(1..=3_600_000).contains(&timeout_ms) {
             return Err(Error::invalid("timeout_ms", "must be from 1 to 3600000"));
         }
+        self.check_file()?;
         let own;
         let conn = if self.read_only {
             &self.conn

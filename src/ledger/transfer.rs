@@ -159,9 +159,11 @@ impl Ledger {
     /// folders are created with mode 0700.
     ///
     /// # Errors
-    /// As [`Ledger::export_jsonl`].
+    /// As [`Ledger::export_jsonl`]; INVALID_ARGUMENT (field `out`), before
+    /// anything is written, when `path` names the database or one of its
+    /// companions ([`Ledger::own_files`]).
     pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
-        let mut file = PrivateFile::create(path)?;
+        let mut file = PrivateFile::create(path, &self.own_files()?, "out")?;
         let mut report = self.export_jsonl(ids, file.writer())?;
         file.finish()?;
         report.out = Some(path.display().to_string());
@@ -174,9 +176,16 @@ impl Ledger {
     /// here 0700.
     ///
     /// # Errors
-    /// As [`Ledger::export_jsonl`].
+    /// As [`Ledger::export_jsonl`]; INVALID_ARGUMENT (field `out`) when
+    /// `dir`, `dir/sessions` or a file to be written there names the
+    /// database or one of its companions ([`Ledger::own_files`]).
     pub fn export_phelix(&self, ids: &[String], dir: &Path) -> Result<ExportReport> {
         let sessions_dir = dir.join("sessions");
+        // A folder made at a companion's name breaks the database as surely
+        // as a file written there.
+        let guard = self.own_files()?;
+        guard.refuse(dir, "out")?;
+        guard.refuse(&sessions_dir, "out")?;
         crate::transfer::source::create_private_dirs(&sessions_dir)?;
         let mut report = ExportReport {
             format: ExportFormat::Phelix,
@@ -187,7 +196,8 @@ impl Ledger {
         self.walk_export(ids, false, |(s, _, _, events, _)| {
             let text = phelix::render(s, events)
                 .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
-            let mut f = PrivateFile::create(&sessions_dir.join(format!("{}.json", s.session_id)))?;
+            let target = sessions_dir.join(format!("{}.json", s.session_id));
+            let mut f = PrivateFile::create(&target, &guard, "out")?;
             f.writer().write_all(text.as_bytes()).map_err(write_err)?;
             f.finish()?;
             report.sessions += 1;

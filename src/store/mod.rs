@@ -11,6 +11,7 @@ pub mod chain;
 pub mod codec;
 pub mod events;
 pub mod feed;
+pub mod files;
 pub mod list;
 pub mod migrate;
 pub mod open;

@@ -11,6 +11,7 @@
 //! 6. migrate, inside one `BEGIN IMMEDIATE` (see `migrate.rs`).
 
 use super::busy;
+use super::files::check_sqlite_name;
 use super::migrate;
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
@@ -180,14 +181,17 @@ fn tighten_existing(path: &Path) -> Result<()> {
 /// file), STORE_VERSION_TOO_NEW (schema newer than this binary), STORE_BUSY
 /// (locked past the busy timeout while switching to WAL or migrating).
 pub fn open(cfg: &StoreConfig) -> Result<Connection> {
+    check_sqlite_name(&cfg.path, "db")?;
     prepare_file(&cfg.path, cfg.create)?;
     // Before SQLite opens them: a read-only -shm would make this connection
     // a reader only.
     ensure_companions_owner_rw(&cfg.path);
     busy::start(cfg.busy_timeout_ms);
     let display = cfg.path.display().to_string();
-    let db_err =
-        |e: rusqlite::Error| with_path(Error::from_sqlite(e, cfg.busy_timeout_ms), &display);
+    let db_err = |e: rusqlite::Error| {
+        unwritable_storage(&e, &cfg.path)
+            .unwrap_or_else(|| with_path(Error::from_sqlite(e, cfg.busy_timeout_ms), &display))
+    };
 
     #[allow(clippy::disallowed_methods)]
     let mut conn = Connection::open_with_flags(
@@ -199,7 +203,16 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     .map_err(db_err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(db_err)?;
-    let probe = checked_probe(&mut conn, &display, db_err)?;
+    let probe = match checked_probe(&mut conn, &display, db_err) {
+        Ok(p) => p,
+        Err(e @ Error::Corrupt { .. }) => {
+            // Closing the last connection would checkpoint the WAL into
+            // the file: never do that to a file that reads as damaged.
+            keep_wal_on_close(&conn);
+            return Err(explain_wal_mismatch(e, &cfg.path));
+        }
+        Err(e) => return Err(e),
+    };
     // Ours (or brand new and empty): now it is safe to tighten its mode.
     // -wal/-shm created from here on take the DB file's (now 0600) mode.
     tighten_existing(&cfg.path)?;
@@ -243,6 +256,156 @@ fn checked_probe(
     let probe = migrate::probe(conn).map_err(&db_err)?;
     migrate::check_probe(&probe, display)?;
     Ok(probe)
+}
+
+/// STORE_IO naming `--read-only` when a read-write open failed because
+/// SQLite cannot create or write the `-wal`/`-shm` files beside `path`:
+/// read-only storage, or a folder this user may not write. `None` for any
+/// other failure.
+fn unwritable_storage(e: &rusqlite::Error, path: &Path) -> Option<Error> {
+    use rusqlite::ffi::ErrorCode as C;
+    if !matches!(
+        e.sqlite_error_code(),
+        Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied)
+    ) {
+        return None;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let why = match nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
+        Ok(()) => return None,
+        Err(nix::errno::Errno::EROFS) => "it is on read-only storage",
+        Err(_) => "this user may not write to its folder",
+    };
+    Some(Error::StoreFile {
+        path: path.display().to_string(),
+        reason: format!("cannot be opened for writing: {why}, and SQLite must create or write its -wal and -shm files there even to read"),
+        hint: "to read it, pass --read-only (Ledger::open_read_only); to write to it, copy it (with its -wal, if there is one) to writable storage".into(),
+    })
+}
+
+/// Disables SQLite's checkpoint when this connection closes, so a WAL it
+/// found the file damaged with stays beside the file untouched (the last
+/// connection to close would otherwise copy its frames into the file,
+/// making a mismatched WAL's damage permanent).
+pub(crate) fn keep_wal_on_close(conn: &Connection) {
+    let _ = conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    );
+}
+
+/// Whether `path` has a `-wal` holding more than its 32-byte header (frames,
+/// committed or not).
+pub(crate) fn wal_has_frames(path: &Path) -> bool {
+    fs::metadata(companion(path, "-wal")).is_ok_and(|m| m.len() > 32)
+}
+
+/// A `file:` URI naming `path` exactly (every byte outside a safe set
+/// percent-encoded), with `query` appended.
+fn file_uri(path: &Path, query: &str) -> String {
+    let mut uri = String::from(if path.is_absolute() {
+        "file://"
+    } else {
+        "file:"
+    });
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'.' | b'-' | b'_' | b'~' => {
+                uri.push(char::from(*b));
+            }
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
+}
+
+/// Opens the database file alone, as immutable (its `-wal` ignored,
+/// nothing locked or written), read-only.
+pub(crate) fn open_file_alone(path: &Path) -> rusqlite::Result<Connection> {
+    #[allow(clippy::disallowed_methods)]
+    let conn = Connection::open_with_flags(
+        file_uri(path, "immutable=1"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.pragma_update(None, "query_only", true)?;
+    let _ = conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0);
+    Ok(conn)
+}
+
+/// Opens `path` read-only with its `-wal` indexed in this process's memory
+/// instead of a `-shm` file: the `unix-none` VFS (no file locks) and
+/// `locking_mode=EXCLUSIVE` set before the first read, which is SQLite's
+/// documented way to use WAL without shared memory. For a folder with no
+/// `-shm` that cannot hold one, so no writer is running; the connection
+/// never checkpoints (its WAL is opened read-only, and checkpoint-on-close
+/// is off).
+fn open_wal_in_memory(path: &Path, flags: OpenFlags) -> rusqlite::Result<Connection> {
+    #[allow(clippy::disallowed_methods)]
+    let conn = Connection::open_with_flags_and_vfs(path, flags, c"unix-none")?;
+    keep_wal_on_close(&conn);
+    let mode: String =
+        conn.pragma_update_and_check(None, "locking_mode", "EXCLUSIVE", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("exclusive") {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(format!("locking_mode stayed {mode}")),
+        ));
+    }
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+    Ok(conn)
+}
+
+/// The reason given when a database reads as damaged with its `-wal`
+/// applied but the file alone is sound.
+pub const WAL_MISMATCH: &str = "with its -wal applied the database is damaged, but the file alone is sound: the -wal most likely belongs to an earlier file of this name (a backup moved over the database while logbook or another SQLite client had it open, or the files copied apart). Stop every process using the database, move its -wal and -shm aside (do not delete them until the data is safe), and run `logbook doctor` again; see README \"Backup and restore\"";
+
+/// Turns a STORE_CORRUPT found on opening into [`WAL_MISMATCH`] when
+/// `path` has WAL frames and the file alone passes `quick_check` and the
+/// probe (a WAL is tied to its database by name only: SQLite applies
+/// whatever frames a `-wal` of that name holds).
+fn explain_wal_mismatch(e: Error, path: &Path) -> Error {
+    if !wal_has_frames(path) || !file_alone_sound(path) {
+        return e;
+    }
+    match e {
+        Error::Corrupt { path, .. } => Error::Corrupt {
+            path,
+            reason: WAL_MISMATCH.to_owned(),
+        },
+        other => other,
+    }
+}
+
+/// Whether the file alone (no WAL) is a logbook database that passes
+/// `quick_check`.
+fn file_alone_sound(path: &Path) -> bool {
+    let Ok(conn) = open_file_alone(path) else {
+        return false;
+    };
+    let probe_ok = migrate::probe(&conn)
+        .ok()
+        .is_some_and(|p| migrate::check_probe(&p, "").is_ok());
+    let check: rusqlite::Result<String> = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0));
+    probe_ok && check.is_ok_and(|c| c == "ok")
+}
+
+/// Whether the file's header marks it as a WAL database (bytes 18 and 19,
+/// the write and read format versions, are 2). A read-only open of such a
+/// file without its `-shm` reads it as immutable, and SQLite then reports
+/// `journal_mode` as `delete`.
+pub fn header_says_wal(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 20];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head[18] == 2 && head[19] == 2)
 }
 
 /// Fills the path into STORE_CORRUPT errors raised by the driver.
@@ -290,13 +453,27 @@ fn set_wal(conn: &Connection, timeout_ms: u64) -> rusqlite::Result<()> {
 /// Opens an existing database for reading only (`--read-only`, `sql`):
 /// `SQLITE_OPEN_READ_ONLY`, `query_only`, no ATTACH. Never creates, migrates,
 /// tightens modes or writes anything, so it works on a file the user may
-/// only read. When the folder cannot hold SQLite's `-shm` file (a read-only
-/// folder with no writer running), it opens the file as immutable.
+/// only read.
+///
+/// When the folder cannot hold SQLite's `-shm` file (read-only storage, or
+/// a folder this user may not write) and there is none, no writer can be
+/// running (a writer needs that `-shm`), and:
+/// - with no `-wal`, or an empty one, the file is opened as immutable:
+///   exact, as every committed transaction is in the file;
+/// - with a non-empty `-wal` (copied with the file, say), its committed
+///   transactions are read through an in-memory WAL index: SQLite's
+///   `unix-none` VFS with `locking_mode=EXCLUSIVE`, which never needs the
+///   `-shm`, takes no lock and writes nothing. An immutable open would
+///   silently hide those transactions.
 ///
 /// # Errors
-/// STORE_IO (no such file, unreadable, or a schema older than this logbook:
-/// migrating is a write), STORE_CORRUPT, STORE_VERSION_TOO_NEW.
+/// STORE_IO (no such file, unreadable, a `-shm` that exists but cannot be
+/// opened, a `-wal` that cannot be read there, or a schema older than this
+/// logbook: migrating is a write), STORE_CORRUPT, STORE_VERSION_TOO_NEW,
+/// INVALID_ARGUMENT (a name SQLite would not read as a file path:
+/// [`check_sqlite_name`]).
 pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
+    check_sqlite_name(path, "db")?;
     let display = path.display().to_string();
     match fs::metadata(path) {
         Ok(m) if m.is_file() => {}
@@ -324,24 +501,28 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
             c
         }
         // No -shm and no right to create one: SQLite reports CANTOPEN or
-        // READONLY_CANTINIT. No writer can be running then either (a writer
-        // needs the same -shm), so an immutable open is exact.
+        // READONLY_CANTINIT.
         Err(e)
             if matches!(
                 e.sqlite_error_code(),
                 Some(rusqlite::ffi::ErrorCode::CannotOpen | rusqlite::ffi::ErrorCode::ReadOnly)
-            ) =>
+            ) && fs::symlink_metadata(companion(path, "-shm")).is_err() =>
         {
-            let mut uri = String::from("file:");
-            for b in path.as_os_str().as_encoded_bytes() {
-                match b {
-                    b'?' | b'#' | b'%' => uri.push_str(&format!("%{b:02X}")),
-                    _ => uri.push(char::from(*b)),
-                }
+            let wal_len = fs::metadata(companion(path, "-wal")).map_or(0, |m| m.len());
+            if wal_len == 0 {
+                open_file_alone(path).map_err(db_err)?
+            } else {
+                open_wal_in_memory(path, flags).map_err(|e| Error::StoreFile {
+                    path: display.clone(),
+                    reason: format!(
+                        "its -wal holds {wal_len} bytes of transactions not yet in the file, there is no -shm and none can be created here, and SQLite cannot read the -wal without one ({})",
+                        Error::from_sqlite(e, busy_timeout_ms)
+                    ),
+                    hint: format!(
+                        "copy the database together with its -wal to writable storage and read it there, or checkpoint it before copying (sqlite3 {display} 'PRAGMA wal_checkpoint(TRUNCATE)')"
+                    ),
+                })?
             }
-            uri.push_str("?immutable=1");
-            #[allow(clippy::disallowed_methods)]
-            Connection::open_with_flags(&uri, flags | OpenFlags::SQLITE_OPEN_URI).map_err(db_err)?
         }
         Err(e) => return Err(db_err(e)),
     };
@@ -360,4 +541,20 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
     }
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uri_escapes_every_byte_sqlite_could_misread() {
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b/é#%?x.db"), "immutable=1"),
+            "file:///tmp/a%20b/%C3%A9%23%25%3Fx.db?immutable=1"
+        );
+        // A path starting with `//` keeps an empty authority.
+        assert_eq!(file_uri(Path::new("//x/y.db"), "q"), "file:////x/y.db?q");
+        assert_eq!(file_uri(Path::new("rel/y.db"), "q"), "file:rel/y.db?q");
+    }
 }

@@ -6,6 +6,7 @@ use super::json::{read_line_capped, Line, Obj};
 use super::{amber, jsonl, phelix, Bad, ImportFormat, MAX_SESSION_INPUT_BYTES};
 use crate::error::{Error, Result};
 use crate::model::ActorType;
+use crate::store::files::DbFiles;
 use crate::store::transfer::SessionRows;
 use std::fs::{self, File, ReadDir};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -419,8 +420,11 @@ pub(crate) struct PrivateFile {
 }
 
 impl PrivateFile {
-    /// Starts writing `target` (its missing parent folders created 0700).
-    pub fn create(target: &Path) -> Result<Self> {
+    /// Starts writing `target` (its missing parent folders created 0700),
+    /// after checking that it is none of the database's files (`guard`;
+    /// INVALID_ARGUMENT naming `field` otherwise, with nothing created).
+    pub fn create(target: &Path, guard: &DbFiles, field: &str) -> Result<Self> {
+        guard.refuse(target, field)?;
         if let Some(parent) = target.parent() {
             create_private_dirs(parent)?;
         }

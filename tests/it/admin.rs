@@ -36,7 +36,8 @@ fn doctor_passes_a_healthy_database() {
             "schema_objects",
             "journal_mode",
             "file_modes",
-            "wal_size"
+            "wal_size",
+            "wal_match"
         ]
         .iter()
         .map(|n| (n.to_string(), true))
