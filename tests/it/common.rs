@@ -280,3 +280,25 @@ pub fn query_plan(c: &rusqlite::Connection, sql: &str) -> Vec<String> {
         .collect::<Result<_, _>>()
         .unwrap()
 }
+
+/// Whether a test's precondition holds (`ok`). When it does not, the test
+/// is skipped with a line on stderr — except under CI (`CI` set, as
+/// `.ci/run` sets it), where a missing precondition fails the test instead
+/// of letting it pass without asserting anything.
+#[track_caller]
+pub fn precondition(ok: bool, what: &str) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "precondition missing under CI: {what}"
+        );
+        eprintln!("skipped: {what}");
+    }
+    ok
+}
+
+/// Whether this process runs as root (root-only tests act as other users).
+pub fn is_root() -> bool {
+    // SAFETY: getuid(2) has no preconditions and touches no memory.
+    unsafe { libc::getuid() == 0 }
+}

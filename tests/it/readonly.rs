@@ -159,9 +159,10 @@ fn read_only_does_not_migrate_an_older_schema() {
 /// command fails with a coded error instead of half-working.
 #[test]
 fn read_only_works_for_a_user_who_may_only_read() {
-    // SAFETY-free: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root and setpriv to act as another user");
+    if !precondition(
+        is_root() && Path::new("/usr/bin/setpriv").exists(),
+        "needs root and /usr/bin/setpriv to act as another user",
+    ) {
         return;
     }
     let (env, s) = closed_db();
@@ -197,9 +198,10 @@ fn read_only_works_for_a_user_who_may_only_read() {
 /// owner write, so once the file is writable again writers work.
 #[test]
 fn a_read_only_read_leaves_companions_that_writers_can_use() {
-    // SAFETY-free: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root and setpriv to act as another user");
+    if !precondition(
+        is_root() && Path::new("/usr/bin/setpriv").exists(),
+        "needs root and /usr/bin/setpriv to act as another user",
+    ) {
         return;
     }
     let dir = tempfile::Builder::new()

@@ -150,16 +150,19 @@ fn views_hold_the_documented_values() {
         )
         .unwrap();
     assert_eq!(daily, (2, 1, 1, 126));
-    // Stock sqlite3 reads the views too.
-    if let Ok(out) = Command::new("sqlite3")
+    // Stock sqlite3 reads the views too (the shell is required: .ci/run
+    // installs it).
+    let out = Command::new("sqlite3")
         .arg(env.path())
         .arg("SELECT count(*) FROM v_sessions; SELECT count(*) FROM v_daily;")
         .output()
-    {
-        if out.status.success() {
-            assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n1\n");
-        }
-    }
+        .expect("the sqlite3 shell is required (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n1\n");
 }
 
 /// Python's sqlite3 module reads `v_sessions` in a tight loop while 8
