@@ -50,6 +50,7 @@
 pub mod args;
 pub mod runs;
 pub mod tools;
+pub mod wire;
 
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, LedgerOptions};
@@ -66,6 +67,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::io::DuplexStream;
 use tools::ToolSpec;
 
 /// How many successful mutations the server remembers by request id, to
@@ -241,32 +243,69 @@ impl McpServer {
     /// handshake: `Ok`), on a current-thread tokio runtime. stdout carries
     /// only protocol messages; this function prints nothing else anywhere.
     ///
+    /// stdin is read by the line layer of [`wire`], which answers a line
+    /// that is not JSON (or holds an unpaired surrogate, or nests too deep)
+    /// itself and hands every other line to rmcp through a pipe; rmcp's
+    /// replies come back through another pipe, and one task writes both to
+    /// stdout, whole lines at a time.
+    ///
     /// # Errors
     /// INTERNAL when the runtime cannot start, the handshake fails other
     /// than by stdin closing, or the service ends in an error.
     pub fn run_stdio(self) -> Result<()> {
-        use rmcp::ServiceExt;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
-        rt.block_on(async move {
-            let service = match self.serve(rmcp::transport::stdio_pipes()).await {
-                Ok(service) => service,
-                // stdin closed before the handshake: nothing to serve.
-                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-                Err(e) => {
-                    return Err(Error::internal(format!("the MCP handshake failed: {e}")));
-                }
-            };
-            service
-                .waiting()
-                .await
-                .map_err(|e| Error::internal(format!("the MCP service failed: {e}")))?;
-            Ok(())
-        })
+        let out = rt.block_on(async move {
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            // Each duplex is used one way; dropping one end is the other's
+            // end of input.
+            let (rmcp_in, to_rmcp) = tokio::io::duplex(PIPE_BYTES);
+            let (from_rmcp, rmcp_out) = tokio::io::duplex(PIPE_BYTES);
+            let (lines, queue) = tokio::sync::mpsc::channel(QUEUE_LINES);
+            let writer = tokio::spawn(wire::write_out(queue, stdout));
+            let forward = tokio::spawn(wire::forward_replies(from_rmcp, lines.clone()));
+            let reader = tokio::spawn(wire::read_in(stdin, to_rmcp, lines));
+            let served = self.serve_on((rmcp_in, rmcp_out)).await;
+            // rmcp has ended and dropped its pipes. Stop reading stdin (it
+            // may still be open when rmcp ended on an error), then let the
+            // writer finish what is queued.
+            reader.abort();
+            let _ = reader.await;
+            let _ = forward.await;
+            let _ = writer.await;
+            served
+        });
+        // Everything is written; a blocking stdin read cannot hold the exit.
+        rt.shutdown_background();
+        out
+    }
+
+    async fn serve_on(self, transport: (DuplexStream, DuplexStream)) -> Result<()> {
+        use rmcp::ServiceExt;
+        let service = match self.serve(transport).await {
+            Ok(service) => service,
+            // stdin closed before the handshake: nothing to serve.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => {
+                return Err(Error::internal(format!("the MCP handshake failed: {e}")));
+            }
+        };
+        service
+            .waiting()
+            .await
+            .map_err(|e| Error::internal(format!("the MCP service failed: {e}")))?;
+        Ok(())
     }
 }
+
+/// The buffer of each pipe between the line layer and rmcp: 64 KiB.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// How many outgoing messages may wait for stdout before their senders
+/// wait: 64.
+const QUEUE_LINES: usize = 64;
 
 fn tool(spec: &ToolSpec) -> Tool {
     let annotations = ToolAnnotations::with_title(spec.title)

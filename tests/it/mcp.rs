@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 const TOOLS: [&str; 18] = [
     "logbook_session_create",
@@ -35,7 +35,7 @@ const TOOLS: [&str; 18] = [
     "logbook_run_active",
 ];
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -44,7 +44,11 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// `logbook mcp serve --db <env.db>` with a cleared environment, stderr
 /// into `<dir>/stderr.log`.
-fn server_command(env: &TestEnv, db: &std::path::Path, vars: &[(&str, &str)]) -> Command {
+pub(crate) fn server_command(
+    env: &TestEnv,
+    db: &std::path::Path,
+    vars: &[(&str, &str)],
+) -> Command {
     let mut c = Command::new(bin());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -63,7 +67,7 @@ fn stderr_path(env: &TestEnv) -> std::path::PathBuf {
     env.dir.path().join("stderr.log")
 }
 
-async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
+pub(crate) async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
     let cmd = tokio::process::Command::from(server_command(env, &env.db, vars));
     let log = std::fs::File::create(stderr_path(env)).expect("stderr log");
     let (transport, _) = TokioChildProcess::builder(cmd)
@@ -73,13 +77,13 @@ async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
     ().serve(transport).await.expect("MCP handshake")
 }
 
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let params = CallToolRequestParams::new(tool.to_owned())
         .with_arguments(args.as_object().cloned().expect("arguments are an object"));
     client.call_tool(params).await.expect("tools/call reply")
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     assert_eq!(r.content.len(), 1, "one content block: {r:?}");
     r.content[0]
         .as_text()
@@ -89,7 +93,7 @@ fn text(r: &CallToolResult) -> String {
 
 /// The `data` of a successful call (checks text and structuredContent agree).
 #[track_caller]
-fn ok(r: &CallToolResult) -> Value {
+pub(crate) fn ok(r: &CallToolResult) -> Value {
     assert_eq!(r.is_error, Some(false), "expected success: {}", text(r));
     let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
     assert_eq!(r.structured_content.as_ref(), Some(&v));
@@ -98,7 +102,7 @@ fn ok(r: &CallToolResult) -> Value {
 
 /// The error body of a failed call; asserts its code and retryable flag.
 #[track_caller]
-fn err(r: &CallToolResult, code: &str) -> Value {
+pub(crate) fn err(r: &CallToolResult, code: &str) -> Value {
     assert_eq!(r.is_error, Some(true), "expected an error: {}", text(r));
     let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
     assert_eq!(r.structured_content.as_ref(), Some(&v));
@@ -110,7 +114,7 @@ fn err(r: &CallToolResult, code: &str) -> Value {
 }
 
 /// (sessions, events, idempotency keys): the whole DB's row counts.
-fn counts(env: &TestEnv) -> (i64, i64, i64) {
+pub(crate) fn counts(env: &TestEnv) -> (i64, i64, i64) {
     let c = env.sql();
     let n = |t: &str| -> i64 {
         c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
