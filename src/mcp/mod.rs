@@ -11,10 +11,14 @@
 //! # Wire format
 //!
 //! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
-//!   `_checkpoint`, `_complete`, `_fail`, the read-only `logbook_events`,
-//!   and the run tools ([`runs`]): `logbook_run_create`, `_start`, `_usage`,
-//!   `_turn`, `_complete`, `_fail`, `_cancel`, `_timeout`, and the
-//!   read-only `_show`, `_list`, `_active`.
+//!   `_checkpoint`, `_complete`, `_fail`; ([`record`]) the read-only
+//!   `logbook_session_events`, `logbook_session_stage`, `_usage`, `_event`,
+//!   `_pause`, `_resume` and `logbook_gate_open`; the read-only
+//!   `logbook_events`; and the run tools ([`runs`]): `logbook_run_create`,
+//!   `_start`, `_usage`, `_turn`, `_complete`, `_fail`, `_cancel`,
+//!   `_timeout`, and the read-only `_show`, `_list`, `_active`. Gate
+//!   approve and reject are not tools: an agent must not decide its own
+//!   gate.
 //!   Each has a closed JSON schema (`additionalProperties: false`).
 //! - Success: a result with one text block holding the JSON the CLI prints
 //!   under `--json` in `data` (keys in the CLI's order), and the same value
@@ -26,6 +30,10 @@
 //!   (SPEC §3 codes). Messages never echo a rejected value.
 //! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
 //!   with the same object as its `data`.
+//! - A line that is not JSON, or holds an unpaired surrogate escape, or
+//!   nests too deep, is a JSON-RPC error (-32700 with `id: null`, or
+//!   -32602 with its id) from the line layer in front of rmcp ([`wire`]),
+//!   with the same kind of object as its `data`; it changes nothing.
 //! - The actor of every change is `mcp`, set here and never read from input;
 //!   `actor`, `if_rev` and every other undeclared field are INVALID_ARGUMENT.
 //!
@@ -48,6 +56,7 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+pub mod record;
 pub mod runs;
 pub mod tools;
 pub mod wire;
@@ -349,7 +358,8 @@ impl rmcp::ServerHandler for McpServer {
             .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "logbook records agent work sessions. Create a session, checkpoint its steps, \
-                 then complete or fail it. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
+                 record stages, usage and your own x. events, then complete or fail it. Open a \
+                 gate when a person must decide; approving or rejecting it is theirs, not yours. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
             )
     }
 

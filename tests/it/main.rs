@@ -18,6 +18,7 @@ mod helper;
 mod leases;
 mod library;
 mod mcp;
+mod mcp_record;
 mod mcp_wire;
 mod readonly;
 mod resolve;

@@ -14,13 +14,20 @@ use std::process::{Command, Stdio};
 
 pub(crate) type Client = RunningService<RoleClient, ()>;
 
-const TOOLS: [&str; 18] = [
+const TOOLS: [&str; 25] = [
     "logbook_session_create",
     "logbook_session_show",
     "logbook_session_list",
     "logbook_session_checkpoint",
     "logbook_session_complete",
     "logbook_session_fail",
+    "logbook_session_events",
+    "logbook_session_stage",
+    "logbook_session_usage",
+    "logbook_session_event",
+    "logbook_session_pause",
+    "logbook_session_resume",
+    "logbook_gate_open",
     "logbook_events",
     "logbook_run_create",
     "logbook_run_start",
@@ -155,6 +162,26 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
             required("logbook_session_fail"),
             json!(["session_id", "reason"])
         );
+        assert_eq!(required("logbook_session_events"), json!(["session_id"]));
+        assert_eq!(
+            required("logbook_session_stage"),
+            json!(["session_id", "action", "stage"])
+        );
+        for t in [
+            "logbook_session_usage",
+            "logbook_session_pause",
+            "logbook_session_resume",
+        ] {
+            assert_eq!(required(t), json!(["session_id"]), "{t}");
+        }
+        assert_eq!(
+            required("logbook_session_event"),
+            json!(["session_id", "type"])
+        );
+        assert_eq!(
+            required("logbook_gate_open"),
+            json!(["session_id", "gate", "kind"])
+        );
         assert_eq!(required("logbook_events"), json!([]));
         assert_eq!(required("logbook_run_create"), json!(["session_id"]));
         for t in [
@@ -181,7 +208,9 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
         assert_eq!(
             ro,
             [
-                false, true, true, false, false, false, true, // sessions, events
+                false, true, true, false, false, false, // sessions
+                true, false, false, false, false, false, false, // recording, gate_open
+                true,  // events
                 false, false, false, false, false, false, false, false, true, true, true,
             ]
         );
@@ -200,6 +229,45 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
         for f in ["input_tokens", "output_tokens", "api_calls"] {
             assert_eq!(usage["properties"][f]["type"], "integer", "{f}");
         }
+        let schema = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap()
+                .schema_as_json_value()
+        };
+        assert_eq!(
+            schema("logbook_session_stage")["properties"]["action"]["enum"],
+            json!(["start", "complete", "fail", "retry"])
+        );
+        assert_eq!(
+            schema("logbook_gate_open")["properties"]["kind"]["enum"],
+            json!(["auto", "user-approval", "step-confirm"])
+        );
+        for f in ["input_tokens", "output_tokens", "api_calls", "duration_ms"] {
+            assert_eq!(
+                schema("logbook_session_usage")["properties"][f]["type"],
+                "integer",
+                "{f}"
+            );
+        }
+        // An agent must not decide its own gate: no approve or reject tool,
+        // and the gate tool says so.
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.contains("approve") && !n.contains("reject")),
+            "{names:?}"
+        );
+        let gate = tools
+            .iter()
+            .find(|t| t.name == "logbook_gate_open")
+            .unwrap();
+        let why = gate.description.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("an agent must not decide its own gate"),
+            "{why}"
+        );
         let create = tools[0].schema_as_json_value();
         for f in ["idempotency_key", "tags", "context", "pending", "parent"] {
             assert!(create["properties"].get(f).is_some(), "create has {f}");
