@@ -15,11 +15,16 @@ pub enum McpCommand {
     /// Tools: logbook_session_create, logbook_session_show,
     /// logbook_session_list, logbook_session_checkpoint,
     /// logbook_session_complete, logbook_session_fail, the read-only
-    /// logbook_events, and the run tools logbook_run_create, _start, _usage,
-    /// _turn, _complete, _fail, _cancel, _timeout and the read-only _show,
-    /// _list, _active. Changes are recorded with actor `mcp`; session
-    /// cancel and --if-rev stay CLI-only. stdout carries only MCP messages; diagnostics
-    /// go to stderr. A tool error carries the SPEC §3 code. If the database
+    /// logbook_session_events, logbook_session_stage, _usage, _event, _pause,
+    /// _resume, logbook_gate_open, the read-only logbook_events, and the run
+    /// tools logbook_run_create, _start, _usage, _turn, _complete, _fail,
+    /// _cancel, _timeout and the read-only _show, _list, _active. Changes are
+    /// recorded with actor `mcp`; session cancel, --if-rev and gate
+    /// approve/reject stay CLI-only (an agent must not decide its own gate).
+    /// stdout carries only MCP messages; diagnostics go to stderr. A tool
+    /// error carries the SPEC §3 code; a line that is not JSON (or holds an
+    /// unpaired surrogate, or nests too deep) gets a JSON-RPC error (-32700,
+    /// or -32602 with its id) and changes nothing. If the database
     /// cannot be opened at start, the reason is printed on stderr and each
     /// call tries again, returning the error as its tool error. If the
     /// database file is replaced or removed while serving (a backup moved

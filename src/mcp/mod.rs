@@ -11,10 +11,14 @@
 //! # Wire format
 //!
 //! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
-//!   `_checkpoint`, `_complete`, `_fail`, the read-only `logbook_events`,
-//!   and the run tools ([`runs`]): `logbook_run_create`, `_start`, `_usage`,
-//!   `_turn`, `_complete`, `_fail`, `_cancel`, `_timeout`, and the
-//!   read-only `_show`, `_list`, `_active`.
+//!   `_checkpoint`, `_complete`, `_fail`; ([`record`]) the read-only
+//!   `logbook_session_events`, `logbook_session_stage`, `_usage`, `_event`,
+//!   `_pause`, `_resume` and `logbook_gate_open`; the read-only
+//!   `logbook_events`; and the run tools ([`runs`]): `logbook_run_create`,
+//!   `_start`, `_usage`, `_turn`, `_complete`, `_fail`, `_cancel`,
+//!   `_timeout`, and the read-only `_show`, `_list`, `_active`. Gate
+//!   approve and reject are not tools: an agent must not decide its own
+//!   gate.
 //!   Each has a closed JSON schema (`additionalProperties: false`).
 //! - Success: a result with one text block holding the JSON the CLI prints
 //!   under `--json` in `data` (keys in the CLI's order), and the same value
@@ -26,6 +30,10 @@
 //!   (SPEC §3 codes). Messages never echo a rejected value.
 //! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
 //!   with the same object as its `data`.
+//! - A line that is not JSON, or holds an unpaired surrogate escape, or
+//!   nests too deep, is a JSON-RPC error (-32700 with `id: null`, or
+//!   -32602 with its id) from the line layer in front of rmcp ([`wire`]),
+//!   with the same kind of object as its `data`; it changes nothing.
 //! - The actor of every change is `mcp`, set here and never read from input;
 //!   `actor`, `if_rev` and every other undeclared field are INVALID_ARGUMENT.
 //!
@@ -48,8 +56,10 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+pub mod record;
 pub mod runs;
 pub mod tools;
+pub mod wire;
 
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, LedgerOptions};
@@ -66,6 +76,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::io::DuplexStream;
 use tools::ToolSpec;
 
 /// How many successful mutations the server remembers by request id, to
@@ -241,32 +252,69 @@ impl McpServer {
     /// handshake: `Ok`), on a current-thread tokio runtime. stdout carries
     /// only protocol messages; this function prints nothing else anywhere.
     ///
+    /// stdin is read by the line layer of [`wire`], which answers a line
+    /// that is not JSON (or holds an unpaired surrogate, or nests too deep)
+    /// itself and hands every other line to rmcp through a pipe; rmcp's
+    /// replies come back through another pipe, and one task writes both to
+    /// stdout, whole lines at a time.
+    ///
     /// # Errors
     /// INTERNAL when the runtime cannot start, the handshake fails other
     /// than by stdin closing, or the service ends in an error.
     pub fn run_stdio(self) -> Result<()> {
-        use rmcp::ServiceExt;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
-        rt.block_on(async move {
-            let service = match self.serve(rmcp::transport::stdio_pipes()).await {
-                Ok(service) => service,
-                // stdin closed before the handshake: nothing to serve.
-                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-                Err(e) => {
-                    return Err(Error::internal(format!("the MCP handshake failed: {e}")));
-                }
-            };
-            service
-                .waiting()
-                .await
-                .map_err(|e| Error::internal(format!("the MCP service failed: {e}")))?;
-            Ok(())
-        })
+        let out = rt.block_on(async move {
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            // Each duplex is used one way; dropping one end is the other's
+            // end of input.
+            let (rmcp_in, to_rmcp) = tokio::io::duplex(PIPE_BYTES);
+            let (from_rmcp, rmcp_out) = tokio::io::duplex(PIPE_BYTES);
+            let (lines, queue) = tokio::sync::mpsc::channel(QUEUE_LINES);
+            let writer = tokio::spawn(wire::write_out(queue, stdout));
+            let forward = tokio::spawn(wire::forward_replies(from_rmcp, lines.clone()));
+            let reader = tokio::spawn(wire::read_in(stdin, to_rmcp, lines));
+            let served = self.serve_on((rmcp_in, rmcp_out)).await;
+            // rmcp has ended and dropped its pipes. Stop reading stdin (it
+            // may still be open when rmcp ended on an error), then let the
+            // writer finish what is queued.
+            reader.abort();
+            let _ = reader.await;
+            let _ = forward.await;
+            let _ = writer.await;
+            served
+        });
+        // Everything is written; a blocking stdin read cannot hold the exit.
+        rt.shutdown_background();
+        out
+    }
+
+    async fn serve_on(self, transport: (DuplexStream, DuplexStream)) -> Result<()> {
+        use rmcp::ServiceExt;
+        let service = match self.serve(transport).await {
+            Ok(service) => service,
+            // stdin closed before the handshake: nothing to serve.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => {
+                return Err(Error::internal(format!("the MCP handshake failed: {e}")));
+            }
+        };
+        service
+            .waiting()
+            .await
+            .map_err(|e| Error::internal(format!("the MCP service failed: {e}")))?;
+        Ok(())
     }
 }
+
+/// The buffer of each pipe between the line layer and rmcp: 64 KiB.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// How many outgoing messages may wait for stdout before their senders
+/// wait: 64.
+const QUEUE_LINES: usize = 64;
 
 fn tool(spec: &ToolSpec) -> Tool {
     let annotations = ToolAnnotations::with_title(spec.title)
@@ -310,7 +358,8 @@ impl rmcp::ServerHandler for McpServer {
             .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "logbook records agent work sessions. Create a session, checkpoint its steps, \
-                 then complete or fail it. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
+                 record stages, usage and your own x. events, then complete or fail it. Open a \
+                 gate when a person must decide; approving or rejecting it is theirs, not yours. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
             )
     }
 

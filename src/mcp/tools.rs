@@ -2,13 +2,17 @@
 //! fields, read-only flag and the one `Ledger` call it makes.
 //!
 //! Adding a tool is one entry in [`TOOLS`] plus its small `run` function;
-//! the run tools live in [`super::runs`] and are listed here. Inputs mirror the CLI's flags;
+//! the run tools live in [`super::runs`], the session events, stage, usage,
+//! event, pause, resume and gate-open tools in [`super::record`], and all
+//! are listed here. Inputs mirror the CLI's flags;
 //! the output is the JSON the CLI prints under `--json` in `data`
 //! (SPEC §5): a mutation returns the whole session after the change.
-//! Session cancel and `--if-rev` are CLI-only (Phelix seed, "MCP tools").
+//! Session cancel and `--if-rev` are CLI-only (Phelix seed, "MCP tools"),
+//! and so are gate approve and reject: an agent must not decide its own
+//! gate.
 
 use super::args::{Args, Field, Kind};
-use super::runs;
+use super::{record, runs};
 use crate::clock::parse_time;
 use crate::error::{Error, Result};
 use crate::ledger::{CheckpointRequest, CreateSession, FeedQuery, Ledger, ListSessions, Mutation};
@@ -183,6 +187,13 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         run: fail,
     },
+    record::EVENTS,
+    record::STAGE,
+    record::USAGE,
+    record::EVENT,
+    record::PAUSE,
+    record::RESUME,
+    record::GATE_OPEN,
     ToolSpec {
         name: "logbook_events",
         title: "Read the event feed",
@@ -349,6 +360,13 @@ mod tests {
     fn status_enum_matches_the_model() {
         let model: Vec<&str> = SessionStatus::VARIANTS.iter().map(|s| s.as_str()).collect();
         assert_eq!(STATUSES, model.as_slice());
+    }
+
+    #[test]
+    fn no_tool_decides_a_gate() {
+        assert!(TOOLS
+            .iter()
+            .all(|t| !t.name.contains("approve") && !t.name.contains("reject")));
     }
 
     #[test]

@@ -19,6 +19,8 @@ mod helper;
 mod leases;
 mod library;
 mod mcp;
+mod mcp_record;
+mod mcp_wire;
 mod readonly;
 mod readonly_media;
 mod replaced;

@@ -12,15 +12,22 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
-const TOOLS: [&str; 18] = [
+const TOOLS: [&str; 25] = [
     "logbook_session_create",
     "logbook_session_show",
     "logbook_session_list",
     "logbook_session_checkpoint",
     "logbook_session_complete",
     "logbook_session_fail",
+    "logbook_session_events",
+    "logbook_session_stage",
+    "logbook_session_usage",
+    "logbook_session_event",
+    "logbook_session_pause",
+    "logbook_session_resume",
+    "logbook_gate_open",
     "logbook_events",
     "logbook_run_create",
     "logbook_run_start",
@@ -35,7 +42,7 @@ const TOOLS: [&str; 18] = [
     "logbook_run_active",
 ];
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -44,7 +51,11 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// `logbook mcp serve --db <env.db>` with a cleared environment, stderr
 /// into `<dir>/stderr.log`.
-fn server_command(env: &TestEnv, db: &std::path::Path, vars: &[(&str, &str)]) -> Command {
+pub(crate) fn server_command(
+    env: &TestEnv,
+    db: &std::path::Path,
+    vars: &[(&str, &str)],
+) -> Command {
     let mut c = Command::new(bin());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -63,7 +74,7 @@ fn stderr_path(env: &TestEnv) -> std::path::PathBuf {
     env.dir.path().join("stderr.log")
 }
 
-async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
+pub(crate) async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
     let cmd = tokio::process::Command::from(server_command(env, &env.db, vars));
     let log = std::fs::File::create(stderr_path(env)).expect("stderr log");
     let (transport, _) = TokioChildProcess::builder(cmd)
@@ -73,13 +84,13 @@ async fn connect(env: &TestEnv, vars: &[(&str, &str)]) -> Client {
     ().serve(transport).await.expect("MCP handshake")
 }
 
-async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let params = CallToolRequestParams::new(tool.to_owned())
         .with_arguments(args.as_object().cloned().expect("arguments are an object"));
     client.call_tool(params).await.expect("tools/call reply")
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     assert_eq!(r.content.len(), 1, "one content block: {r:?}");
     r.content[0]
         .as_text()
@@ -89,7 +100,7 @@ fn text(r: &CallToolResult) -> String {
 
 /// The `data` of a successful call (checks text and structuredContent agree).
 #[track_caller]
-fn ok(r: &CallToolResult) -> Value {
+pub(crate) fn ok(r: &CallToolResult) -> Value {
     assert_eq!(r.is_error, Some(false), "expected success: {}", text(r));
     let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
     assert_eq!(r.structured_content.as_ref(), Some(&v));
@@ -98,7 +109,7 @@ fn ok(r: &CallToolResult) -> Value {
 
 /// The error body of a failed call; asserts its code and retryable flag.
 #[track_caller]
-fn err(r: &CallToolResult, code: &str) -> Value {
+pub(crate) fn err(r: &CallToolResult, code: &str) -> Value {
     assert_eq!(r.is_error, Some(true), "expected an error: {}", text(r));
     let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
     assert_eq!(r.structured_content.as_ref(), Some(&v));
@@ -110,7 +121,7 @@ fn err(r: &CallToolResult, code: &str) -> Value {
 }
 
 /// (sessions, events, idempotency keys): the whole DB's row counts.
-fn counts(env: &TestEnv) -> (i64, i64, i64) {
+pub(crate) fn counts(env: &TestEnv) -> (i64, i64, i64) {
     let c = env.sql();
     let n = |t: &str| -> i64 {
         c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
@@ -151,6 +162,26 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
             required("logbook_session_fail"),
             json!(["session_id", "reason"])
         );
+        assert_eq!(required("logbook_session_events"), json!(["session_id"]));
+        assert_eq!(
+            required("logbook_session_stage"),
+            json!(["session_id", "action", "stage"])
+        );
+        for t in [
+            "logbook_session_usage",
+            "logbook_session_pause",
+            "logbook_session_resume",
+        ] {
+            assert_eq!(required(t), json!(["session_id"]), "{t}");
+        }
+        assert_eq!(
+            required("logbook_session_event"),
+            json!(["session_id", "type"])
+        );
+        assert_eq!(
+            required("logbook_gate_open"),
+            json!(["session_id", "gate", "kind"])
+        );
         assert_eq!(required("logbook_events"), json!([]));
         assert_eq!(required("logbook_run_create"), json!(["session_id"]));
         for t in [
@@ -177,7 +208,9 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
         assert_eq!(
             ro,
             [
-                false, true, true, false, false, false, true, // sessions, events
+                false, true, true, false, false, false, // sessions
+                true, false, false, false, false, false, false, // recording, gate_open
+                true,  // events
                 false, false, false, false, false, false, false, false, true, true, true,
             ]
         );
@@ -196,6 +229,45 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
         for f in ["input_tokens", "output_tokens", "api_calls"] {
             assert_eq!(usage["properties"][f]["type"], "integer", "{f}");
         }
+        let schema = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap()
+                .schema_as_json_value()
+        };
+        assert_eq!(
+            schema("logbook_session_stage")["properties"]["action"]["enum"],
+            json!(["start", "complete", "fail", "retry"])
+        );
+        assert_eq!(
+            schema("logbook_gate_open")["properties"]["kind"]["enum"],
+            json!(["auto", "user-approval", "step-confirm"])
+        );
+        for f in ["input_tokens", "output_tokens", "api_calls", "duration_ms"] {
+            assert_eq!(
+                schema("logbook_session_usage")["properties"][f]["type"],
+                "integer",
+                "{f}"
+            );
+        }
+        // An agent must not decide its own gate: no approve or reject tool,
+        // and the gate tool says so.
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.contains("approve") && !n.contains("reject")),
+            "{names:?}"
+        );
+        let gate = tools
+            .iter()
+            .find(|t| t.name == "logbook_gate_open")
+            .unwrap();
+        let why = gate.description.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("an agent must not decide its own gate"),
+            "{why}"
+        );
         let create = tools[0].schema_as_json_value();
         for f in ["idempotency_key", "tags", "context", "pending", "parent"] {
             assert!(create["properties"].get(f).is_some(), "create has {f}");
