@@ -36,11 +36,12 @@ fn main() {
     );
     // LOGBOOK_BENCH_ONLY=cli,pages,… (names below, comma-separated) runs a subset.
     let only = std::env::var("LOGBOOK_BENCH_ONLY").unwrap_or_default();
-    let sections: [(&str, &Section); 12] = [
+    let sections: [(&str, &Section); 13] = [
         ("cli", &cli_section),
         ("pages", &pages_section),
         ("normal", &|d| throughput_section(d, SyncMode::Normal)),
         ("full", &|d| throughput_section(d, SyncMode::Full)),
+        ("fresh", &fresh::section),
         ("writers", &writers_section),
         ("list", &list_section),
         ("chain", &chain_section),
@@ -62,6 +63,9 @@ type Section = dyn Fn(&Path);
 
 #[path = "report/mcp.rs"]
 mod mcp;
+
+#[path = "report/fresh.rs"]
+mod fresh;
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

@@ -77,7 +77,7 @@ use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::DuplexStream;
-use tools::ToolSpec;
+use tools::{Reply, ToolSpec};
 
 /// How many successful mutations the server remembers by request id, to
 /// answer a repeated `tools/call` without applying it again: 1024.
@@ -194,7 +194,7 @@ impl McpServer {
         })
     }
 
-    fn run(&self, spec: &ToolSpec, arguments: Option<Map<String, Value>>) -> Result<String> {
+    fn run(&self, spec: &ToolSpec, arguments: Option<Map<String, Value>>) -> Result<Reply> {
         let args = Args::check(spec.fields, arguments)?;
         let mut guard = lock(&self.inner.ledger);
         let ledger = match guard.take() {
@@ -331,10 +331,27 @@ fn tool(spec: &ToolSpec) -> Tool {
     .with_annotations(annotations)
 }
 
-fn success(data: String) -> CallToolResult {
+/// A successful result: the data as text and as `structuredContent`; for an
+/// idempotent replay also `_meta.replayed` and a second text block
+/// `{"replayed":{"rev":R,"seq":S}}`, so that a model reading only the text
+/// learns it too (SPEC §5).
+fn success(reply: Reply) -> CallToolResult {
+    #[derive(Serialize)]
+    struct ReplayBlock {
+        replayed: crate::ledger::Replayed,
+    }
     let mut r = CallToolResult::success(Vec::new());
-    r.structured_content = serde_json::from_str(&data).ok();
-    r.content = vec![ContentBlock::text(data)];
+    r.structured_content = serde_json::from_str(&reply.data).ok();
+    r.content = vec![ContentBlock::text(reply.data)];
+    if let Some(replayed) = reply.replayed {
+        let block = ReplayBlock { replayed };
+        if let Ok(text) = serde_json::to_string(&block) {
+            r.content.push(ContentBlock::text(text));
+        }
+        if let Ok(Value::Object(m)) = serde_json::to_value(&block) {
+            r.meta = Some(rmcp::model::MetaObject::from(m));
+        }
+    }
     r
 }
 

@@ -16,7 +16,7 @@
 //! that decision is `logbook gate approve|reject` on the CLI.
 
 use super::args::{Args, Field, Kind};
-use super::tools::{mutation, to_json, ToolSpec};
+use super::tools::{mutation, to_json, written, Reply, ToolSpec};
 use crate::error::{Error, Result};
 use crate::ledger::{AppendEvent, Ledger, RecordUsage, StageAction, StageRequest};
 use crate::model::GateKind;
@@ -184,7 +184,7 @@ pub const GATE_OPEN: ToolSpec = ToolSpec {
     run: gate_open,
 };
 
-fn events(l: &Ledger, a: &Args) -> Result<String> {
+fn events(l: &Ledger, a: &Args) -> Result<Reply> {
     let page = l.session_events(
         &a.required_text("session_id")?,
         a.int("after_seq"),
@@ -193,7 +193,7 @@ fn events(l: &Ledger, a: &Args) -> Result<String> {
     to_json(&page)
 }
 
-fn stage(l: &Ledger, a: &Args) -> Result<String> {
+fn stage(l: &Ledger, a: &Args) -> Result<Reply> {
     let action = stage_action(&a.required_text("action")?)
         .ok_or_else(|| Error::invalid("action", "not a stage action"))?;
     let req = StageRequest {
@@ -202,7 +202,7 @@ fn stage(l: &Ledger, a: &Args) -> Result<String> {
         attempt: a.int("attempt"),
         reason: a.text("reason"),
     };
-    to_json(&l.stage(&a.required_text("session_id")?, req, &mutation(a))?)
+    written(&l.stage(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
 /// The action an `action` value names (the CLI's `StageActionArg`).
@@ -216,42 +216,42 @@ fn stage_action(s: &str) -> Option<StageAction> {
     })
 }
 
-fn usage(l: &Ledger, a: &Args) -> Result<String> {
+fn usage(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = RecordUsage {
         input_tokens: a.int("input_tokens"),
         output_tokens: a.int("output_tokens"),
         api_calls: a.int("api_calls"),
         duration_ms: a.int("duration_ms"),
     };
-    to_json(&l.record_usage(&a.required_text("session_id")?, req, &mutation(a))?)
+    written(&l.record_usage(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
-fn event(l: &Ledger, a: &Args) -> Result<String> {
+fn event(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = AppendEvent {
         event_type: a.required_text("type")?,
         detail: a.text("detail"),
         data: a.object("data"),
     };
-    to_json(&l.append_event(&a.required_text("session_id")?, req, &mutation(a))?)
+    written(&l.append_event(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
-fn pause(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.pause(
+fn pause(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.pause(
         &a.required_text("session_id")?,
         a.text("reason"),
         &mutation(a),
     )?)
 }
 
-fn resume(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(&l.resume(
+fn resume(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.resume(
         &a.required_text("session_id")?,
         a.text("reason"),
         &mutation(a),
     )?)
 }
 
-fn gate_open(l: &Ledger, a: &Args) -> Result<String> {
+fn gate_open(l: &Ledger, a: &Args) -> Result<Reply> {
     let kind = a
         .required_text("kind")?
         .parse::<GateKind>()
@@ -262,7 +262,7 @@ fn gate_open(l: &Ledger, a: &Args) -> Result<String> {
         kind,
         &mutation(a),
     )?;
-    to_json(&s)
+    written(&s)
 }
 
 #[cfg(test)]

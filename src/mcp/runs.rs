@@ -20,7 +20,7 @@
 //! execution is an agent's ordinary report, not an operator's override.
 
 use super::args::{Args, Field, Kind};
-use super::tools::{mutation, to_json, ToolSpec};
+use super::tools::{mutation, to_json, written, Reply, ToolSpec};
 use crate::error::{Error, Result};
 use crate::ledger::{CreateRun, Ledger, RunUsageDelta};
 use crate::model::{Run, RunError, RunStatus};
@@ -249,82 +249,61 @@ pub const ACTIVE: ToolSpec = ToolSpec {
     run: active,
 };
 
-fn create(l: &Ledger, a: &Args) -> Result<String> {
+fn create(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = CreateRun {
         input: a.object("input"),
         metadata: a.object("metadata"),
     };
-    to_json(
-        &l.create_run(&a.required_text("session_id")?, req, &mutation(a))?
-            .value,
-    )
+    written(&l.create_run(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
-fn start(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(
-        &l.start_run(&a.required_text("run_id")?, &mutation(a))?
-            .value,
-    )
+fn start(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.start_run(&a.required_text("run_id")?, &mutation(a))?)
 }
 
-fn usage(l: &Ledger, a: &Args) -> Result<String> {
+fn usage(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = RunUsageDelta {
         input_tokens: a.int("input_tokens"),
         output_tokens: a.int("output_tokens"),
         api_calls: a.int("api_calls"),
     };
-    to_json(
-        &l.record_run_usage(&a.required_text("run_id")?, req, &mutation(a))?
-            .value,
-    )
+    written(&l.record_run_usage(&a.required_text("run_id")?, req, &mutation(a))?)
 }
 
-fn turn(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(
-        &l.increment_turn(&a.required_text("run_id")?, &mutation(a))?
-            .value,
-    )
+fn turn(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.increment_turn(&a.required_text("run_id")?, &mutation(a))?)
 }
 
-fn complete(l: &Ledger, a: &Args) -> Result<String> {
+fn complete(l: &Ledger, a: &Args) -> Result<Reply> {
     let run = l.complete_run(
         &a.required_text("run_id")?,
         a.object("output"),
         &mutation(a),
     )?;
-    to_json(&run.value)
+    written(&run)
 }
 
-fn fail(l: &Ledger, a: &Args) -> Result<String> {
+fn fail(l: &Ledger, a: &Args) -> Result<Reply> {
     let e = RunError {
         code: a.required_text("code")?,
         message: a.required_text("message")?,
     };
-    to_json(
-        &l.fail_run(&a.required_text("run_id")?, e, &mutation(a))?
-            .value,
-    )
+    written(&l.fail_run(&a.required_text("run_id")?, e, &mutation(a))?)
 }
 
-fn cancel(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(
-        &l.cancel_run(&a.required_text("run_id")?, &mutation(a))?
-            .value,
-    )
+fn cancel(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.cancel_run(&a.required_text("run_id")?, &mutation(a))?)
 }
 
-fn timeout(l: &Ledger, a: &Args) -> Result<String> {
-    to_json(
-        &l.timeout_run(&a.required_text("run_id")?, &mutation(a))?
-            .value,
-    )
+fn timeout(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.timeout_run(&a.required_text("run_id")?, &mutation(a))?)
 }
 
-fn show(l: &Ledger, a: &Args) -> Result<String> {
+fn show(l: &Ledger, a: &Args) -> Result<Reply> {
     to_json(&l.get_run(&a.required_text("run_id")?)?)
 }
 
-fn list(l: &Ledger, a: &Args) -> Result<String> {
+fn list(l: &Ledger, a: &Args) -> Result<Reply> {
     let statuses = a
         .list("status")
         .iter()
@@ -337,7 +316,7 @@ fn list(l: &Ledger, a: &Args) -> Result<String> {
     to_json(&RunList { runs })
 }
 
-fn active(l: &Ledger, a: &Args) -> Result<String> {
+fn active(l: &Ledger, a: &Args) -> Result<Reply> {
     let run = l.active_run(&a.required_text("session_id")?)?;
     to_json(&ActiveRun { run })
 }

@@ -15,7 +15,9 @@ use super::args::{Args, Field, Kind};
 use super::{record, runs};
 use crate::clock::parse_time;
 use crate::error::{Error, Result};
-use crate::ledger::{CheckpointRequest, CreateSession, FeedQuery, Ledger, ListSessions, Mutation};
+use crate::ledger::{
+    CheckpointRequest, CreateSession, FeedQuery, Ledger, ListSessions, Mutation, Replayed, Written,
+};
 use crate::model::SessionStatus;
 use serde::Serialize;
 
@@ -32,8 +34,9 @@ pub struct ToolSpec {
     pub fields: &'static [Field],
     /// Whether the tool only reads (`readOnlyHint`).
     pub read_only: bool,
-    /// Runs the call on checked arguments; returns the `data` JSON text.
-    pub run: fn(&Ledger, &Args) -> Result<String>,
+    /// Runs the call on checked arguments; returns the `data` JSON text
+    /// and, for an idempotent replay, what the first attempt did.
+    pub run: fn(&Ledger, &Args) -> Result<Reply>,
 }
 
 const STATUSES: &[&str] = &[
@@ -235,8 +238,32 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-pub(super) fn to_json<T: Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::internal(format!("cannot serialize: {e}")))
+/// A tool's successful result: the `data` JSON text, and for an idempotent
+/// replay what the first attempt did (SPEC §5), which the result carries as
+/// `_meta.replayed` and as a second text block `{"replayed":{…}}`.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The JSON text the CLI prints in `data` under `--json`.
+    pub data: String,
+    /// `Some` when the call was a replay and applied nothing.
+    pub replayed: Option<Replayed>,
+}
+
+/// A read's reply: `value` as the data JSON.
+pub(super) fn to_json<T: Serialize>(value: &T) -> Result<Reply> {
+    Ok(Reply {
+        data: serde_json::to_string(value)
+            .map_err(|e| Error::internal(format!("cannot serialize: {e}")))?,
+        replayed: None,
+    })
+}
+
+/// A mutation's reply: its value as the data JSON, and its replay, if any.
+pub(super) fn written<T: Serialize>(w: &Written<T>) -> Result<Reply> {
+    Ok(Reply {
+        replayed: w.replayed,
+        ..to_json(&w.value)?
+    })
 }
 
 pub(super) fn mutation(a: &Args) -> Mutation {
@@ -249,7 +276,7 @@ pub(super) fn mutation(a: &Args) -> Mutation {
     }
 }
 
-fn create(l: &Ledger, a: &Args) -> Result<String> {
+fn create(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = CreateSession {
         title: a.required_text("title")?,
         goal: a.text("goal"),
@@ -264,14 +291,14 @@ fn create(l: &Ledger, a: &Args) -> Result<String> {
         pending: a.flag("pending"),
         idempotency_key: a.text("idempotency_key"),
     };
-    to_json(&l.create_session(req)?.value)
+    written(&l.create_session(req)?)
 }
 
-fn show(l: &Ledger, a: &Args) -> Result<String> {
+fn show(l: &Ledger, a: &Args) -> Result<Reply> {
     to_json(&l.show_session(&a.required_text("session_id")?)?)
 }
 
-fn list(l: &Ledger, a: &Args) -> Result<String> {
+fn list(l: &Ledger, a: &Args) -> Result<Reply> {
     let statuses = a
         .list("status")
         .iter()
@@ -300,7 +327,7 @@ fn list(l: &Ledger, a: &Args) -> Result<String> {
     to_json(&l.list_sessions(&req)?)
 }
 
-fn checkpoint(l: &Ledger, a: &Args) -> Result<String> {
+fn checkpoint(l: &Ledger, a: &Args) -> Result<Reply> {
     let req = CheckpointRequest {
         step: a.text("step"),
         note: a.text("note"),
@@ -309,31 +336,28 @@ fn checkpoint(l: &Ledger, a: &Args) -> Result<String> {
         deployment_ids: a.list("deployment_ids"),
         state: a.object("state"),
     };
-    to_json(
-        &l.checkpoint(&a.required_text("session_id")?, req, &mutation(a))?
-            .value,
-    )
+    written(&l.checkpoint(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
-fn complete(l: &Ledger, a: &Args) -> Result<String> {
+fn complete(l: &Ledger, a: &Args) -> Result<Reply> {
     let s = l.complete(
         &a.required_text("session_id")?,
         &a.required_text("result")?,
         &mutation(a),
     )?;
-    to_json(&s.value)
+    written(&s)
 }
 
-fn fail(l: &Ledger, a: &Args) -> Result<String> {
+fn fail(l: &Ledger, a: &Args) -> Result<Reply> {
     let s = l.fail(
         &a.required_text("session_id")?,
         &a.required_text("reason")?,
         &mutation(a),
     )?;
-    to_json(&s.value)
+    written(&s)
 }
 
-fn events(l: &Ledger, a: &Args) -> Result<String> {
+fn events(l: &Ledger, a: &Args) -> Result<Reply> {
     let q = FeedQuery {
         after: a.text_or_int("after"),
         sessions: a.list("sessions"),

@@ -91,7 +91,10 @@ pub(crate) async fn call(client: &Client, tool: &str, args: Value) -> CallToolRe
 }
 
 pub(crate) fn text(r: &CallToolResult) -> String {
-    assert_eq!(r.content.len(), 1, "one content block: {r:?}");
+    // One content block; a replay adds a second, `{"replayed":…}` (see
+    // [`replayed`]).
+    let blocks = 1 + usize::from(replayed(r).is_some());
+    assert_eq!(r.content.len(), blocks, "content blocks: {r:?}");
     r.content[0]
         .as_text()
         .map(|t| t.text.clone())
@@ -100,6 +103,22 @@ pub(crate) fn text(r: &CallToolResult) -> String {
 
 /// The `data` of a successful call (checks text and structuredContent agree).
 #[track_caller]
+/// What a replayed mutation's result says of its first attempt (SPEC §5):
+/// `_meta.replayed`, which must equal the second text block's `replayed`;
+/// `None` for a first attempt (one block, no `_meta`).
+pub(crate) fn replayed(r: &CallToolResult) -> Option<Value> {
+    let meta = r.meta.as_ref().and_then(|m| m.0.get("replayed").cloned());
+    if let Some(m) = &meta {
+        let block: Value =
+            serde_json::from_str(&r.content[1].as_text().expect("a text block").text)
+                .expect("the replay block is JSON");
+        assert_eq!(block, json!({"replayed": m}));
+    } else {
+        assert_eq!(r.meta, None);
+    }
+    meta
+}
+
 pub(crate) fn ok(r: &CallToolResult) -> Value {
     assert_eq!(r.is_error, Some(false), "expected success: {}", text(r));
     let v: Value = serde_json::from_str(&text(r)).expect("text is JSON");
@@ -693,15 +712,20 @@ fn an_idempotency_key_retry_applies_once() {
     rt().block_on(async {
         let client = connect(&env, &[]).await;
         let create = json!({"title": "t", "idempotency_key": "create-1"});
-        let a = ok(&call(&client, "logbook_session_create", create.clone()).await);
-        let b = ok(&call(&client, "logbook_session_create", create).await);
-        assert_eq!(a, b);
-        let id = a["session_id"].as_str().unwrap().to_owned();
+        let a = call(&client, "logbook_session_create", create.clone()).await;
+        let b = call(&client, "logbook_session_create", create).await;
+        assert_eq!(ok(&a), ok(&b));
+        // A replay says so, and what its first attempt did (SPEC §5).
+        assert_eq!(replayed(&a), None);
+        assert_eq!(replayed(&b), Some(json!({"rev": 1, "seq": 0})));
+        let id = ok(&a)["session_id"].as_str().unwrap().to_owned();
         let args = json!({"session_id": id, "step": "s1", "idempotency_key": "k-1"});
-        let first = ok(&call(&client, "logbook_session_checkpoint", args.clone()).await);
-        let again = ok(&call(&client, "logbook_session_checkpoint", args).await);
-        assert_eq!(first, again);
-        assert_eq!(again["rev"], 2);
+        let first = call(&client, "logbook_session_checkpoint", args.clone()).await;
+        let again = call(&client, "logbook_session_checkpoint", args).await;
+        assert_eq!(ok(&first), ok(&again));
+        assert_eq!(ok(&again)["rev"], 2);
+        assert_eq!(replayed(&first), None);
+        assert_eq!(replayed(&again), Some(json!({"rev": 2, "seq": 1})));
         let other = json!({"session_id": id, "step": "s2", "idempotency_key": "k-1"});
         err(
             &call(&client, "logbook_session_checkpoint", other).await,
@@ -989,8 +1013,11 @@ fn drives_a_run_to_completion_with_actor_mcp_and_session_usage_rolled_up() {
         assert_eq!(r["status"], "pending");
         assert_eq!(r["session_id"], sid.as_str());
         assert_eq!(r["metadata"], json!({"request_id": "req-789"}));
-        // A retry with the same key returns the same run and adds nothing.
-        assert_eq!(ok(&call(&client, "logbook_run_create", create).await), r);
+        // A retry with the same key returns the same run, adds nothing, and
+        // says what the first attempt did.
+        let again = call(&client, "logbook_run_create", create).await;
+        assert_eq!(ok(&again), r);
+        assert_eq!(replayed(&again), Some(json!({"rev": 2, "seq": 1})));
         let rid = r["run_id"].as_str().unwrap().to_owned();
         let run = |extra: Value| {
             let mut a = json!({"run_id": rid});

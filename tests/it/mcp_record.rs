@@ -55,6 +55,30 @@ fn applied(
     (detail, data)
 }
 
+/// As [`applied`] for a mutation that writes its own event (`first`, at
+/// seq `rev - 1`) and then the status change's (`last`, at seq `rev`).
+fn applied_then(
+    env: &TestEnv,
+    s: &Value,
+    rev: i64,
+    status: &str,
+    first: &str,
+    last: &str,
+) -> (Option<String>, Option<Value>) {
+    let id = s["session_id"].as_str().unwrap();
+    assert_eq!(
+        (s["rev"].as_i64(), s["status"].as_str()),
+        (Some(rev), Some(status)),
+        "{s}"
+    );
+    assert_eq!(&env.json(&["session", "show", id]).data()["session"], s);
+    let types = crate::common::event_types(env, id);
+    assert_eq!(types[(rev - 1) as usize], first);
+    let (seq, ty, actor, detail, data) = last_event(env, id);
+    assert_eq!((seq, ty.as_str(), actor.as_str()), (rev, last, "mcp"));
+    (detail, data)
+}
+
 async fn create(client: &Client) -> String {
     let s = ok(&call(client, "logbook_session_create", json!({"title": "t"})).await);
     s["session_id"].as_str().unwrap().to_owned()
@@ -137,10 +161,16 @@ fn each_new_tool_applies_one_event_by_mcp_and_returns_the_session() {
             json!({"session_id": id, "gate": "deploy", "kind": "user-approval"}),
         )
         .await);
-        let (_, data) = applied(&env, &s, 8, "paused", "gate_opened");
+        // The gate's event, then the pause's own (issue 13 §7), one rev.
+        let (detail, _) = applied_then(&env, &s, 8, "paused", "gate_opened", "paused");
+        assert_eq!(detail, None);
+        let opened = &env.json(&["session", "show", &id]).data()["events"][7];
         assert_eq!(
-            data,
-            Some(json!({"gate": "deploy", "kind": "user-approval", "round": 1}))
+            (opened["type"].as_str(), &opened["data"]),
+            (
+                Some("gate_opened"),
+                &json!({"gate": "deploy", "kind": "user-approval", "round": 1})
+            )
         );
         // The agent cannot resume past its own pending gate.
         let before = counts(&env);
@@ -180,7 +210,12 @@ fn each_new_tool_applies_one_event_by_mcp_and_returns_the_session() {
             .collect();
         assert_eq!(
             types,
-            [(5, "resumed"), (6, "gate_approved"), (7, "gate_opened")]
+            [
+                (5, "resumed"),
+                (6, "gate_approved"),
+                (7, "gate_opened"),
+                (8, "paused")
+            ]
         );
         assert!(events.iter().all(|e| e["actor_type"] == "mcp"));
         assert_eq!(page["next_after_seq"], Value::Null);
