@@ -24,6 +24,11 @@
 //! - Failure: `isError: true`, a text block and `structuredContent` holding
 //!   `{"code","message","retryable","details"}` — the CLI envelope's `error`
 //!   (SPEC §3 codes). Messages never echo a rejected value.
+//! - A number in the arguments that would not be stored exactly (an
+//!   integer outside 64 bits, a decimal finer than a 64-bit float) is
+//!   INVALID_ARGUMENT naming the argument, found on the request's text as
+//!   `mcp serve` reads it ([`numbers`]); served on another transport, only
+//!   integers above `i64::MAX` are caught (the text is gone).
 //! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
 //!   with the same object as its `data`.
 //! - The actor of every change is `mcp`, set here and never read from input;
@@ -48,6 +53,7 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+mod numbers;
 pub mod runs;
 pub mod tools;
 
@@ -118,6 +124,9 @@ struct Inner {
     opts: LedgerOptions,
     ledger: Mutex<Option<Ledger>>,
     replays: Mutex<VecDeque<Replay>>,
+    /// Calls refused on their text (a number that would not be stored
+    /// exactly), found as stdin was read: see [`numbers`].
+    refusals: numbers::Refusals,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,6 +145,7 @@ impl McpServer {
                 opts,
                 ledger: Mutex::new(None),
                 replays: Mutex::new(VecDeque::new()),
+                refusals: numbers::Refusals::default(),
             }),
         }
     }
@@ -251,7 +261,10 @@ impl McpServer {
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
         rt.block_on(async move {
-            let service = match self.serve(rmcp::transport::stdio_pipes()).await {
+            // stdin is read through the number check (see `numbers`).
+            let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            let stdin = numbers::Scanned::new(stdin, self.inner.refusals.clone());
+            let service = match self.serve((stdin, stdout)).await {
                 Ok(service) => service,
                 // stdin closed before the handshake: nothing to serve.
                 Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -331,6 +344,14 @@ impl rmcp::ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, McpError> {
+        // A number of the call's text that the parsed arguments no longer
+        // show exactly: refused before anything runs.
+        let id = serde_json::to_string(&context.id).unwrap_or_default();
+        if let Some(e) = self.inner.refusals.take(&id) {
+            if tools::find(&request.name).is_some() {
+                return Ok(CallToolResponse::from(failure(&e)));
+            }
+        }
         self.call_once(&context.id, &request.name, request.arguments)
             .map(CallToolResponse::from)
     }
