@@ -268,7 +268,10 @@ impl Ledger {
     ///
     /// # Errors
     /// INVALID_ARGUMENT when `dest` exists or is the database itself;
-    /// STORE_IO when it cannot be written.
+    /// STORE_IO when it cannot be written; INTERRUPTED when
+    /// [`LedgerOptions::interrupt`](crate::LedgerOptions::interrupt) was
+    /// triggered during the copy (the temp file is removed, `dest` is not
+    /// created).
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
         if dest.as_os_str().is_empty() {
             return Err(Error::invalid("dest", "must be a file path"));
@@ -302,6 +305,8 @@ impl Ledger {
         };
         let (pages, sessions, events) =
             sql::backup_to(&self.conn, &tmp).map_err(|e| cleanup(self.db_err(e)))?;
+        // A signal during the copy (one backup step): the copy is dropped.
+        self.opts.interrupt.check().map_err(cleanup)?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| cleanup(io("set the mode of", e)))?;
         std::fs::rename(&tmp, dest).map_err(|e| cleanup(io("rename the copy to", e)))?;

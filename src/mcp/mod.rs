@@ -27,7 +27,7 @@
 //! - A number in the arguments that would not be stored exactly (an
 //!   integer outside 64 bits, a decimal finer than a 64-bit float) is
 //!   INVALID_ARGUMENT naming the argument, found on the request's text as
-//!   `mcp serve` reads it ([`numbers`]); served on another transport, only
+//!   `mcp serve` reads it (module `numbers`); served on another transport, only
 //!   integers above `i64::MAX` are caught (the text is gone).
 //! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
 //!   with the same object as its `data`.
@@ -125,7 +125,7 @@ struct Inner {
     ledger: Mutex<Option<Ledger>>,
     replays: Mutex<VecDeque<Replay>>,
     /// Calls refused on their text (a number that would not be stored
-    /// exactly), found as stdin was read: see [`numbers`].
+    /// exactly), found as stdin was read: see `numbers`.
     refusals: numbers::Refusals,
 }
 

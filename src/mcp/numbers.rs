@@ -54,7 +54,8 @@ impl Refusals {
     pub(crate) fn take(&self, id: &str) -> Option<Error> {
         let mut q = super::lock(&self.0);
         let i = q.iter().position(|(k, _, _)| k == id)?;
-        q.remove(i).map(|(_, field, reason)| Error::InvalidArgument { field, reason })
+        q.remove(i)
+            .map(|(_, field, reason)| Error::InvalidArgument { field, reason })
     }
 }
 
@@ -151,11 +152,18 @@ fn check_line(line: &[u8], refusals: &Refusals) {
     let messages: Vec<Message> = if text.trim_start().starts_with('[') {
         serde_json::from_str(text).unwrap_or_default()
     } else {
-        serde_json::from_str(text).map(|m| vec![m]).unwrap_or_default()
+        serde_json::from_str(text)
+            .map(|m| vec![m])
+            .unwrap_or_default()
     };
     for m in messages {
-        let (Some(id), Some("tools/call"), Some(Params { arguments: Some(args) })) =
-            (m.id, m.method.as_deref(), m.params)
+        let (
+            Some(id),
+            Some("tools/call"),
+            Some(Params {
+                arguments: Some(args),
+            }),
+        ) = (m.id, m.method.as_deref(), m.params)
         else {
             continue;
         };

@@ -37,7 +37,10 @@ const FLOAT_DIGITS: &str =
 /// name, and never the number itself.
 pub fn exact_numbers(field: &str, text: &str) -> Result<()> {
     enum Frame<'t> {
-        Object { key: Option<&'t str>, want_key: bool },
+        Object {
+            key: Option<&'t str>,
+            want_key: bool,
+        },
         Array(usize),
     }
     let b = text.as_bytes();
@@ -86,7 +89,8 @@ pub fn exact_numbers(field: &str, text: &str) -> Result<()> {
             }
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
                     i += 1;
                 }
                 if let Err(why) = number_exact(&text[start..i]) {
@@ -156,8 +160,7 @@ pub fn exact_value_numbers(field: &str, value: &Value) -> Result<()> {
 fn plain_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 64
-        && k
-            .bytes()
+        && k.bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
         && crate::redact::redact(k) == k
 }
@@ -277,7 +280,10 @@ mod tests {
             ] {
                 assert_eq!(e.details()["field"], "input", "{bad}");
                 let reason = e.details()["reason"].as_str().unwrap().to_owned();
-                assert!(reason.starts_with(&format!("holds {why} (at `n[0]`)")), "{bad}: {reason}");
+                assert!(
+                    reason.starts_with(&format!("holds {why} (at `n[0]`)")),
+                    "{bad}: {reason}"
+                );
                 assert!(!reason.replace(why, "").contains(bad), "{reason}");
             }
         }
@@ -298,6 +304,10 @@ mod tests {
         let e = exact_value_numbers("metadata", &serde_json::json!({"k": [u64::MAX]})).unwrap_err();
         assert!(e.to_string().contains("(at `k[0]`)"), "{e}");
         assert!(super::super::json_value("metadata", &serde_json::json!({"k": u64::MAX})).is_err());
-        assert!(super::super::json_value("metadata", &serde_json::json!({"k": i64::MAX, "f": 1e300})).is_ok());
+        assert!(super::super::json_value(
+            "metadata",
+            &serde_json::json!({"k": i64::MAX, "f": 1e300})
+        )
+        .is_ok());
     }
 }

@@ -42,7 +42,12 @@ fn refused(env: &TestEnv, args: &[&str], field: &str, number: &str) {
         "{reason}"
     );
     let limits = "-9223372036854775808 to 9223372036854775807";
-    assert!(!reason.replace(limits, "").contains(number.trim_start_matches('-')), "{reason}");
+    assert!(
+        !reason
+            .replace(limits, "")
+            .contains(number.trim_start_matches('-')),
+        "{reason}"
+    );
     assert_eq!(row_counts(env), before, "{args:?}");
 }
 
@@ -57,23 +62,66 @@ fn every_json_flag_refuses_a_number_it_would_change_and_writes_nothing() {
     env.json(&["run", "start", &run]).data();
     for n in TOO_BIG {
         let v = format!("{{\"n\":{n}}}");
-        refused(&env, &["session", "create", "--title", "t", "--context", &v], "context", n);
-        refused(&env, &["session", "create", "--title", "t", "--metadata", &v], "metadata", n);
-        refused(&env, &["session", "event", &s, "--type", "x.n", "--data", &v], "data", n);
-        refused(&env, &["session", "checkpoint", &s, "--step", "s", "--state", &v], "state", n);
+        refused(
+            &env,
+            &["session", "create", "--title", "t", "--context", &v],
+            "context",
+            n,
+        );
+        refused(
+            &env,
+            &["session", "create", "--title", "t", "--metadata", &v],
+            "metadata",
+            n,
+        );
+        refused(
+            &env,
+            &["session", "event", &s, "--type", "x.n", "--data", &v],
+            "data",
+            n,
+        );
+        refused(
+            &env,
+            &["session", "checkpoint", &s, "--step", "s", "--state", &v],
+            "state",
+            n,
+        );
         refused(&env, &["run", "create", &s, "--input", &v], "input", n);
-        refused(&env, &["run", "create", &s, "--metadata", &v], "metadata", n);
-        refused(&env, &["run", "complete", &run, "--output", &v], "output", n);
+        refused(
+            &env,
+            &["run", "create", &s, "--metadata", &v],
+            "metadata",
+            n,
+        );
+        refused(
+            &env,
+            &["run", "complete", &run, "--output", &v],
+            "output",
+            n,
+        );
     }
     // @FILE and @- read the same text and refuse the same way.
     let file = env.dir.path().join("in.json");
     std::fs::write(&file, "{\"n\": 18446744073709551616}").unwrap();
     let at = format!("@{}", file.display());
-    refused(&env, &["run", "create", &s, "--input", &at], "input", "18446744073709551616");
+    refused(
+        &env,
+        &["run", "create", &s, "--input", &at],
+        "input",
+        "18446744073709551616",
+    );
     let mut c = env.command();
     c.arg("--db")
         .arg(&env.db)
-        .args(["session", "create", "--title", "t", "--context", "@-", "--json"])
+        .args([
+            "session",
+            "create",
+            "--title",
+            "t",
+            "--context",
+            "@-",
+            "--json",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     let mut child = c.spawn().unwrap();
@@ -84,8 +132,16 @@ fn every_json_flag_refuses_a_number_it_would_change_and_writes_nothing() {
         .write_all(b"{\"n\":-9223372036854775809}")
         .unwrap();
     let r: Run = child.wait_with_output().unwrap().into();
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "context");
-    assert_eq!(env.sql().query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "context"
+    );
+    assert_eq!(
+        env.sql()
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))
+            .unwrap(),
+        1
+    );
 }
 
 /// i64's ends are kept exactly: in `show`, and to SQLite's own JSON
@@ -119,7 +175,13 @@ fn the_exact_i64_boundaries_are_kept_to_the_digit() {
         .unwrap();
     assert_eq!((max, min), (i64::MAX, i64::MIN));
     assert_eq!((tmax.as_str(), tmin.as_str()), ("integer", "integer"));
-    let run = env.json(&["run", "create", id, "--input", r#"{"n":-9223372036854775808}"#]);
+    let run = env.json(&[
+        "run",
+        "create",
+        id,
+        "--input",
+        r#"{"n":-9223372036854775808}"#,
+    ]);
     assert_eq!(run.data()["input"], json!({"n": i64::MIN}));
 }
 
@@ -145,7 +207,11 @@ fn mcp_raw(env: &TestEnv, lines: &[String]) -> Vec<Value> {
         "clientInfo": {"name": "numbers-test", "version": "0"}}});
     writeln!(stdin, "{init}").unwrap();
     out.next().unwrap().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
     let mut replies = Vec::new();
     for l in lines {
         writeln!(stdin, "{l}").unwrap();
@@ -180,9 +246,21 @@ fn mcp_arguments_refuse_a_number_the_parsed_value_would_change() {
     // `1e400` is left out: serde_json cannot parse it at all, so rmcp
     // drops the whole message unanswered (no value of it reaches a tool).
     for n in TOO_BIG.iter().filter(|n| **n != "1e400") {
-        lines.push(call(id, "logbook_session_create", &format!(r#"{{"title":"t","context":{{"n":{n}}}}}"#)));
-        lines.push(call(id + 1, "logbook_run_create", &format!(r#"{{"session_id":"{s}","input":{{"n":{n}}}}}"#)));
-        lines.push(call(id + 2, "logbook_session_checkpoint", &format!(r#"{{"session_id":"{s}","step":"x","state":{{"n":{n}}}}}"#)));
+        lines.push(call(
+            id,
+            "logbook_session_create",
+            &format!(r#"{{"title":"t","context":{{"n":{n}}}}}"#),
+        ));
+        lines.push(call(
+            id + 1,
+            "logbook_run_create",
+            &format!(r#"{{"session_id":"{s}","input":{{"n":{n}}}}}"#),
+        ));
+        lines.push(call(
+            id + 2,
+            "logbook_session_checkpoint",
+            &format!(r#"{{"session_id":"{s}","step":"x","state":{{"n":{n}}}}}"#),
+        ));
         id += 3;
     }
     // The boundaries pass, exactly.
@@ -201,7 +279,10 @@ fn mcp_arguments_refuse_a_number_the_parsed_value_would_change() {
         assert!(e["message"].as_str().unwrap().contains("(at `n`)"), "{r}");
     }
     let (sessions, events, runs) = row_counts(&env);
-    assert_eq!((sessions, events, runs), (before.0 + 1, before.1 + 1, before.2));
+    assert_eq!(
+        (sessions, events, runs),
+        (before.0 + 1, before.1 + 1, before.2)
+    );
     let last = replies.last().unwrap();
     assert_eq!(last["result"]["isError"], false, "{last}");
     let text = last["result"]["content"][0]["text"].as_str().unwrap();
@@ -221,25 +302,29 @@ fn an_imported_number_that_would_change_rejects_its_session() {
     let good: Value = serde_json::from_str(exported.trim()).unwrap();
     let mut bad = good.clone();
     bad["session_id"] = json!("ses_00000000000000b1");
-    let line = bad.to_string().replace(
-        r#""context":{}"#,
-        r#""context":{"n":18446744073709551616}"#,
-    );
+    let line = bad
+        .to_string()
+        .replace(r#""context":{}"#, r#""context":{"n":18446744073709551616}"#);
     assert!(line.contains("18446744073709551616"));
     let mut edge = good.clone();
     edge["session_id"] = json!("ses_00000000000000b2");
-    let edge_line = edge.to_string().replace(
-        r#""context":{}"#,
-        r#""context":{"n":-9223372036854775808}"#,
-    );
+    let edge_line = edge
+        .to_string()
+        .replace(r#""context":{}"#, r#""context":{"n":-9223372036854775808}"#);
     let file = env.dir.path().join("in.jsonl");
     std::fs::write(&file, format!("{line}\n{edge_line}\n")).unwrap();
     let r = env.json(&["import", "--format", "jsonl", file.to_str().unwrap()]);
     let d = assert_error(&r, "INVALID_ARGUMENT", 2)["details"].clone();
-    assert_eq!((d["imported"].clone(), d["rejected"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (d["imported"].clone(), d["rejected"].clone()),
+        (json!(1), json!(1))
+    );
     assert_eq!(d["rejections"][0]["session_id"], "ses_00000000000000b1");
     assert_eq!(d["rejections"][0]["field"], "context");
-    assert!(d["rejections"][0]["reason"].as_str().unwrap().contains("(at `n`)"));
+    assert!(d["rejections"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("(at `n`)"));
     let ctx: String = env
         .sql()
         .query_row(

@@ -16,7 +16,9 @@ const PHELIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/phelix
 fn stored_events(env: &TestEnv, id: &str) -> Vec<Value> {
     let c = env.sql();
     let mut st = c
-        .prepare("SELECT seq, type, at_ms, detail, data FROM events WHERE session_id = ?1 ORDER BY seq")
+        .prepare(
+            "SELECT seq, type, at_ms, detail, data FROM events WHERE session_id = ?1 ORDER BY seq",
+        )
         .unwrap();
     st.query_map([id], |r| {
         let data: Option<String> = r.get(4)?;
@@ -65,17 +67,30 @@ fn import(env: &TestEnv, format: &str, src: &Path) -> Value {
 fn phelix_import_keeps_every_event_exactly_and_the_checkpoint_block_beside_them() {
     let env = TestEnv::new();
     let r = import(&env, "phelix", Path::new(PHELIX));
-    assert_eq!((r["imported"].clone(), r["rejected"].clone()), (json!(2), json!(0)));
+    assert_eq!(
+        (r["imported"].clone(), r["rejected"].clone()),
+        (json!(2), json!(0))
+    );
     for name in ["ses_1a2b3c4d5e6f7081", "ses_00ff00ff00ff00ff"] {
         let file: Value = serde_json::from_slice(
             &std::fs::read(Path::new(PHELIX).join(format!("sessions/{name}.json"))).unwrap(),
         )
         .unwrap();
-        assert_eq!(stored_events(&env, name), given_events(&file["events"]), "{name}");
+        assert_eq!(
+            stored_events(&env, name),
+            given_events(&file["events"]),
+            "{name}"
+        );
         let s = env.json(&["session", "show", name]).data();
-        assert_eq!(s["session"]["metadata"]["phelix"]["checkpoint"], file["checkpoint"], "{name}");
+        assert_eq!(
+            s["session"]["metadata"]["phelix"]["checkpoint"], file["checkpoint"],
+            "{name}"
+        );
     }
-    assert_eq!(stored_events(&env, "ses_1a2b3c4d5e6f7081")[2]["detail"], "step deploy");
+    assert_eq!(
+        stored_events(&env, "ses_1a2b3c4d5e6f7081")[2]["detail"],
+        "step deploy"
+    );
     assert_eq!(env.json(&["verify"]).code, 0);
 
     // A crafted file: a checkpoint event with data of its own and a detail
@@ -102,17 +117,25 @@ fn phelix_import_keeps_every_event_exactly_and_the_checkpoint_block_beside_them(
     assert_eq!(r["imported"], 1);
     assert_eq!(stored_events(&env, id), given_events(&file["events"]));
     let s = env.json(&["session", "show", id]).data();
-    assert_eq!(s["session"]["metadata"]["phelix"]["checkpoint"], file["checkpoint"]);
+    assert_eq!(
+        s["session"]["metadata"]["phelix"]["checkpoint"],
+        file["checkpoint"]
+    );
     assert_eq!(env.json(&["verify"]).code, 0);
 
     // Phelix export writes the block back, and every event as it was.
     let out = env.dir.path().join("out");
-    let e = env.json(&["export", "--format", "phelix", "--out", out.to_str().unwrap()]);
+    let e = env.json(&[
+        "export",
+        "--format",
+        "phelix",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(e.code, 0, "{}", e.stdout);
-    let back: Value = serde_json::from_slice(
-        &std::fs::read(out.join(format!("sessions/{id}.json"))).unwrap(),
-    )
-    .unwrap();
+    let back: Value =
+        serde_json::from_slice(&std::fs::read(out.join(format!("sessions/{id}.json"))).unwrap())
+            .unwrap();
     assert_eq!(back["checkpoint"], file["checkpoint"]);
     let without_data: Vec<Value> = file["events"]
         .as_array()
@@ -196,7 +219,10 @@ fn amber_import_never_replaces_a_field_of_a_line() {
     ];
     let tl: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(dir.join("timeline.jsonl"), tl).unwrap();
-    assert_eq!(import(&env, "amber", &env.dir.path().join("proj"))["imported"], 1);
+    assert_eq!(
+        import(&env, "amber", &env.dir.path().join("proj"))["imported"],
+        1
+    );
 
     let data = |l: &Value, extra: &[(&str, Value)]| {
         let mut m = l.as_object().unwrap().clone();
