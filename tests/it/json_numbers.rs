@@ -336,3 +336,35 @@ fn an_imported_number_that_would_change_rejects_its_session() {
     assert_eq!(ctx, r#"{"n":-9223372036854775808}"#);
     let _ = a;
 }
+
+/// Library callers build values in code, where the text check cannot run:
+/// an integer above `i64::MAX` (a `u64`) is refused there too, since
+/// SQLite's JSON functions would read it back as an approximate REAL.
+#[test]
+fn library_values_with_an_integer_above_i64_max_are_refused() {
+    use logbook::{CreateRun, CreateSession, ErrorCode, Ledger, LedgerOptions, Mutation};
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(LedgerOptions::at(dir.path().join("l.db"))).unwrap();
+    let mut req = CreateSession::titled("t");
+    req.context = Some(json!({"n": [u64::MAX]}));
+    let e = ledger.create_session(req).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    assert_eq!(e.details()["field"], "context");
+    assert!(e.to_string().contains("(at `n[0]`)"), "{e}");
+    let s = ledger.create_session(CreateSession::titled("t")).unwrap();
+    let id = s.session_id.to_string();
+    let big = CreateRun {
+        input: Some(json!({"n": 9_223_372_036_854_775_808_u64})),
+        metadata: None,
+    };
+    let e = ledger
+        .create_run(&id, big, &Mutation::default())
+        .unwrap_err();
+    assert_eq!(e.details()["field"], "input");
+    let edge = CreateRun {
+        input: Some(json!({"n": i64::MAX})),
+        metadata: Some(json!({"m": i64::MIN})),
+    };
+    let r = ledger.create_run(&id, edge, &Mutation::default()).unwrap();
+    assert_eq!(r.input.unwrap().get(), r#"{"n":9223372036854775807}"#);
+}
