@@ -8,6 +8,11 @@
 use serde::Serialize;
 use std::fmt;
 
+mod classify;
+mod stopped;
+use stopped::chain;
+pub use stopped::signal_name;
+
 /// A stable error code (SPEC §3).
 ///
 /// The wire string is the SCREAMING_SNAKE name. Codes are only ever appended;
@@ -54,6 +59,11 @@ pub enum ErrorCode {
     LeaseNotFound,
     /// A bug or an unexpected condition. Exit 1.
     Internal,
+    /// A long command (export, import, backup) stopped at a signal: SIGINT
+    /// or SIGTERM. Exit 130 in the table; the CLI exits 128 + the signal's
+    /// number (130 for SIGINT, 143 for SIGTERM). Retryable: running the
+    /// command again redoes (export, backup) or continues (import) it.
+    Interrupted,
 }
 
 /// One row of the code table: wire string, exit code, retryable.
@@ -103,6 +113,7 @@ impl ErrorCode {
         ),
         (Self::LeaseNotFound, info("LEASE_NOT_FOUND", 3, false)),
         (Self::Internal, info("INTERNAL", 1, false)),
+        (Self::Interrupted, info("INTERRUPTED", 130, true)),
     ];
 
     /// This code's row of [`ErrorCode::TABLE`].
@@ -362,6 +373,26 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// INTERRUPTED: a signal arrived (SIGINT, SIGTERM); the operation
+    /// stopped between two sessions or batches, its temp files removed.
+    #[error("interrupted by {}", signal_name(*signal))]
+    Interrupted {
+        /// The signal's number (2 = SIGINT, 15 = SIGTERM).
+        signal: i32,
+    },
+    /// An import or export that stopped part-way — at a signal, or at a
+    /// disk or lock failure. The code is its cause's; the details are the
+    /// counts of what was done before it stopped (the summary a complete
+    /// run prints) plus the cause's own details.
+    #[error("{}; {progress}", chain(cause))]
+    Incomplete {
+        /// Why it stopped.
+        cause: Box<Error>,
+        /// What was done before it stopped, in words.
+        progress: String,
+        /// The counts so far: the command's summary as a JSON object.
+        report: Box<serde_json::Value>,
+    },
     /// RUN_INVALID_TRANSITION for `run start`: the session already has a
     /// running run (at most one per session, SPEC §2 Run).
     #[error(
@@ -420,6 +451,8 @@ impl Error {
             Error::Internal { .. } => ErrorCode::Internal,
             Error::RunAlreadyRunning { .. } => ErrorCode::RunInvalidTransition,
             Error::StoreFile { .. } => ErrorCode::StoreIo,
+            Error::Interrupted { .. } => ErrorCode::Interrupted,
+            Error::Incomplete { cause, .. } => cause.code(),
         }
     }
 
@@ -494,6 +527,18 @@ impl Error {
             Error::CheckpointNotFound { id, seq } => json!({"session_id": id, "seq": seq}),
             Error::LeaseNotFound { id } => json!({"session_id": id}),
             Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
+            Error::Interrupted { signal } => json!({"signal": signal_name(*signal)}),
+            Error::Incomplete { cause, report, .. } => {
+                let mut d = (**report).clone();
+                if let (Some(m), serde_json::Value::Object(extra)) =
+                    (d.as_object_mut(), cause.details())
+                {
+                    for (k, v) in extra {
+                        m.entry(k).or_insert(v);
+                    }
+                }
+                d
+            }
             Error::RunAlreadyRunning {
                 id,
                 session_id,
@@ -521,42 +566,6 @@ impl Error {
     pub fn internal(message: impl Into<String>) -> Self {
         Error::Internal {
             message: message.into(),
-        }
-    }
-
-    /// Classifies a driver error by SQLite's numeric result code.
-    pub(crate) fn from_sqlite(err: rusqlite::Error, busy_timeout_ms: u64) -> Self {
-        use rusqlite::ffi::ErrorCode as C;
-        match err.sqlite_error_code() {
-            Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::Busy {
-                timeout_ms: busy_timeout_ms,
-            },
-            Some(C::NotADatabase) => Error::Corrupt {
-                path: String::new(),
-                reason: "the file is not a SQLite database".into(),
-            },
-            Some(C::DatabaseCorrupt) => Error::Corrupt {
-                path: String::new(),
-                reason: "the database file is damaged".into(),
-            },
-            Some(C::DiskFull) => Error::StoreIo {
-                context: "the disk is full".into(),
-            },
-            Some(C::ReadOnly) => Error::StoreIo {
-                context: "the database is read-only".into(),
-            },
-            Some(C::CannotOpen) => Error::StoreIo {
-                context: "the database file cannot be opened".into(),
-            },
-            Some(C::PermissionDenied) => Error::StoreIo {
-                context: "permission denied".into(),
-            },
-            Some(C::SystemIoFailure) => Error::StoreIo {
-                context: "an I/O error occurred".into(),
-            },
-            _ => Error::Internal {
-                message: format!("database error: {err}"),
-            },
         }
     }
 }
@@ -592,6 +601,7 @@ mod tests {
                 ("CHECKPOINT_NOT_FOUND", 3, false),
                 ("LEASE_NOT_FOUND", 3, false),
                 ("INTERNAL", 1, false),
+                ("INTERRUPTED", 130, true),
             ]
         );
         for (code, info) in ErrorCode::TABLE {

@@ -28,6 +28,7 @@
 pub mod chain;
 pub mod clock;
 pub mod error;
+pub mod interrupt;
 pub mod ledger;
 pub mod mcp;
 pub mod model;
@@ -39,6 +40,7 @@ pub mod validate;
 
 pub use clock::Clock;
 pub use error::{Error, ErrorCode, Result};
+pub use interrupt::Interrupt;
 pub use ledger::{
     AppendEvent, ChainHead, CheckpointRequest, CreateSession, EventPage, FeedPage, FeedQuery,
     Ledger, LedgerOptions, ListSessions, Mutation, Resolved, ResolvedState, SessionPage,

@@ -7,6 +7,9 @@
 use crate::error::{Error, Result};
 use serde_json::Value;
 
+mod numbers;
+pub use numbers::{exact_numbers, exact_value_numbers};
+
 /// Title: 1–200 characters.
 pub const TITLE_MAX: usize = 200;
 /// Goal: at most 4096 characters.
@@ -195,30 +198,52 @@ pub fn custom_event_type(value: &str) -> Result<()> {
 /// stored escaped (`\u0000`) and returned exactly.
 ///
 /// # Errors
-/// INVALID_ARGUMENT naming `field`: not JSON, not an object, or over the cap.
+/// INVALID_ARGUMENT naming `field`: not JSON, a number that would not be
+/// stored exactly ([`exact_numbers`]), not an object, or over the cap.
 pub fn json_object(field: &str, text: &str) -> Result<Value> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        Error::invalid(
-            field,
-            format!(
-                "is not valid JSON (line {}, column {})",
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
+    let value = json_text(field, text)?;
     json_value(field, &value)?;
     Ok(value)
 }
 
-/// Checks a parsed JSON value: an object of at most 256 KiB compact.
+/// Parses any JSON value given as text (a JSON-valued flag, `@PATH` or
+/// `@-`), refusing a number that would not be stored exactly as given
+/// ([`exact_numbers`]): the one parse every JSON text input goes through.
 ///
 /// # Errors
-/// INVALID_ARGUMENT naming `field`: not an object, or over the cap.
+/// INVALID_ARGUMENT naming `field`: not JSON, or a number out of range.
+pub fn json_text(field: &str, text: &str) -> Result<Value> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => {
+            exact_numbers(field, text)?;
+            Ok(value)
+        }
+        // `1e400` is valid JSON that serde_json refuses: say so rather
+        // than "not valid JSON".
+        Err(e) => Err(exact_numbers(field, text).err().unwrap_or_else(|| {
+            Error::invalid(
+                field,
+                format!(
+                    "is not valid JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })),
+    }
+}
+
+/// Checks a parsed JSON value: an object of at most 256 KiB compact, with
+/// no integer above `i64::MAX` ([`exact_value_numbers`]).
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`: not an object, over the cap, or an
+/// integer out of range.
 pub fn json_value(field: &str, value: &Value) -> Result<()> {
     if !value.is_object() {
         return Err(Error::invalid(field, "must be a JSON object"));
     }
+    exact_value_numbers(field, value)?;
     let size = compact_len(value)?;
     if size > JSON_MAX_BYTES {
         return Err(Error::invalid(

@@ -1,7 +1,7 @@
 //! `logbook doctor` and `logbook backup`.
 
 use super::output::{write_stdout, Printer};
-use super::{open, open_existing, render, GlobalArgs};
+use super::{open_existing, render, GlobalArgs};
 use clap::Args;
 use logbook::{Error, Ledger, Result};
 use std::path::PathBuf;
@@ -67,7 +67,9 @@ pub fn doctor(global: &GlobalArgs, out: &Printer) -> Result<()> {
 }
 
 pub fn backup(args: &BackupArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
-    let ledger = open(global)?;
+    // Before any other thread starts (see `signals`).
+    let sig = super::signals::install();
+    let ledger = super::open_interruptible(global, &sig.interrupt)?;
     let r = ledger.backup(&args.dest)?;
     out.success(&r, |r| {
         format!(

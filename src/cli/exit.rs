@@ -97,7 +97,9 @@ pub fn report(e: &Error, out: &Printer) -> ExitCode {
         }
         src = s.source();
     }
-    print(e.code(), &message, e.details(), &hints(e), out.json)
+    print(e.code(), &message, e.details(), &hints(e), out.json);
+    // An interruption exits 128 + the signal (130, 143), not its code's 130.
+    ExitCode::from(e.exit_code())
 }
 
 fn arg_name(e: &clap::Error) -> Option<String> {

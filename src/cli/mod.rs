@@ -12,6 +12,7 @@ mod output;
 mod render;
 mod run;
 mod session;
+mod signals;
 mod sql;
 mod summary;
 mod timeline;
@@ -143,9 +144,12 @@ enum Command {
     /// and -shm aside, then move the copy into place (README, "Backup and
     /// restore").
     ///
+    /// SIGINT or SIGTERM during the copy drops it (no temp file is left)
+    /// and exits 130 or 143 with INTERRUPTED.
+    ///
     /// Errors: INVALID_ARGUMENT (DEST exists; names the database or its
     /// -wal, -shm, -journal or -lock, through .., symlinks or a hard link;
-    /// or begins with file:), STORE_IO (DEST cannot be written).
+    /// or begins with file:), STORE_IO (DEST cannot be written), INTERRUPTED.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
     /// Run one read-only SQL statement and print the result
@@ -183,11 +187,18 @@ enum Command {
     /// event with its hash; importing it into an empty database and
     /// exporting again gives the same bytes. Without --out it goes to
     /// stdout (then --json is refused: the export is the output). phelix:
-    /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema. Errors:
-    /// INVALID_ARGUMENT (also an --out, or a redirected stdout, that names
-    /// the database or its -wal, -shm, -journal or -lock, through ..,
-    /// symlinks or a hard link; nothing is written), SESSION_NOT_FOUND (a --session that does not exist;
-    /// nothing is written), STORE_IO. See docs/import-export.md.
+    /// --out DIR gets DIR/sessions/<id>.json in the Phelix schema.
+    ///
+    /// SIGINT or SIGTERM stops it before the next session: the temp file is
+    /// removed (--out FILE is then not written; Phelix files already
+    /// written stay, each whole), the counts so far are printed (under
+    /// --json as the INTERRUPTED envelope's details), and it exits 130
+    /// (SIGINT) or 143 (SIGTERM). A failure part-way carries the same
+    /// counts. Errors: INVALID_ARGUMENT (also an --out, or a redirected
+    /// stdout, that names the database or its -wal, -shm, -journal or
+    /// -lock, through .., symlinks or a hard link; nothing is written),
+    /// SESSION_NOT_FOUND (a --session that does not exist; nothing is
+    /// written), STORE_IO, INTERRUPTED. See docs/import-export.md.
     #[command(
         after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
     )]
@@ -200,9 +211,17 @@ enum Command {
     /// nothing was rejected; otherwise INVALID_ARGUMENT (exit 2) whose
     /// details hold the full report; the good sessions are imported either
     /// way. Amber sessions get the id ses_ + the first 16 hex of
-    /// SHA-256("amber:" + uuid). See docs/import-export.md. Errors:
-    /// INVALID_ARGUMENT (as above, an unknown format, or a SRC that is not
-    /// a file or folder of that format), STORE_IO (a read of SRC fails).
+    /// SHA-256("amber:" + uuid).
+    ///
+    /// SIGINT or SIGTERM stops it between two batches (of at most 256
+    /// sessions, each committed whole): it prints the counts of what was
+    /// committed (under --json as the INTERRUPTED envelope's details) and
+    /// exits 130 (SIGINT) or 143 (SIGTERM); running it again skips what was
+    /// imported. A disk or lock failure part-way (STORE_IO, STORE_BUSY)
+    /// carries the same counts in its details. See docs/import-export.md.
+    /// Errors: INVALID_ARGUMENT (as above, an unknown format, or a SRC that
+    /// is not a file or folder of that format), STORE_IO (a read of SRC or
+    /// a write fails), STORE_BUSY, INTERRUPTED.
     #[command(
         after_help = "Example:\n  logbook import --format jsonl backup.jsonl\n  logbook import --format amber ~/project --json"
     )]
@@ -240,6 +259,20 @@ fn open(global: &GlobalArgs) -> logbook::Result<Ledger> {
         return open_read_only(global);
     }
     Ledger::open(options(global)?)
+}
+
+/// Opens the ledger as [`open`] does, for a long command that stops at
+/// SIGINT/SIGTERM: the ledger polls `interrupt` (see `signals`).
+fn open_interruptible(
+    global: &GlobalArgs,
+    interrupt: &logbook::Interrupt,
+) -> logbook::Result<Ledger> {
+    let mut opts = options(global)?;
+    opts.interrupt = interrupt.clone();
+    if global.read_only {
+        return Ledger::open_read_only(opts);
+    }
+    Ledger::open(opts)
 }
 
 /// Opens the ledger read-only, whatever the flags say (`logbook sql`).

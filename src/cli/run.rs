@@ -9,7 +9,7 @@ use super::session::{json_flag_text, MutationArgs};
 use super::{open, GlobalArgs};
 use clap::{Args, Subcommand};
 use logbook::clock::format_ms;
-use logbook::{CreateRun, Error, Result, Run, RunError, RunStatus, RunUsageDelta, Written};
+use logbook::{CreateRun, Result, Run, RunError, RunStatus, RunUsageDelta, Written};
 
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
@@ -125,10 +125,12 @@ pub struct SessionArg {
 pub struct CreateArgs {
     /// Session id
     session: String,
-    /// Input: a JSON object, @FILE or @- (stdin); at most 4 MiB compact
+    /// Input: a JSON object, @FILE or @- (stdin); at most 4 MiB compact, numbers exact
+    /// within 64 bits
     #[arg(long, value_name = "JSON")]
     input: Option<String>,
-    /// Metadata: a JSON object, @FILE or @-; at most 256 KiB compact
+    /// Metadata: a JSON object, @FILE or @-; at most 256 KiB compact, numbers exact
+    /// within 64 bits
     #[arg(long, value_name = "JSON")]
     metadata: Option<String>,
     #[command(flatten)]
@@ -156,7 +158,8 @@ pub struct UsageArgs {
 pub struct CompleteArgs {
     /// Run id
     run: String,
-    /// Output: a JSON object, @FILE or @-; at most 4 MiB compact
+    /// Output: a JSON object, @FILE or @-; at most 4 MiB compact, numbers exact
+    /// within 64 bits
     #[arg(long, value_name = "JSON")]
     output: Option<String>,
     #[command(flatten)]
@@ -192,21 +195,11 @@ fn parse_status(s: &str) -> std::result::Result<RunStatus, String> {
     s.parse()
 }
 
-/// Parses a run JSON flag (the library checks object-ness and the 4 MiB cap).
+/// Parses a run JSON flag (the library checks object-ness and the 4 MiB
+/// cap; `json_text` refuses a number that would not be stored exactly).
 fn json_arg(field: &str, v: Option<&str>) -> Result<Option<serde_json::Value>> {
     json_flag_text(field, v)?
-        .map(|t| {
-            serde_json::from_str(&t).map_err(|e| {
-                Error::invalid(
-                    field,
-                    format!(
-                        "is not valid JSON (line {}, column {})",
-                        e.line(),
-                        e.column()
-                    ),
-                )
-            })
-        })
+        .map(|t| logbook::validate::json_text(field, &t))
         .transpose()
 }
 

@@ -234,10 +234,12 @@ pub struct CreateArgs {
     /// Tag (can be repeated; at most 32)
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
-    /// Context: a JSON object, @FILE or @- (stdin); at most 256 KiB compact
+    /// Context: a JSON object, @FILE or @- (stdin); at most 256 KiB compact, numbers
+    /// exact within 64 bits
     #[arg(long, value_name = "JSON")]
     context: Option<String>,
-    /// Metadata: a JSON object, @FILE or @-; at most 256 KiB compact
+    /// Metadata: a JSON object, @FILE or @-; at most 256 KiB compact, numbers exact
+    /// within 64 bits
     #[arg(long, value_name = "JSON")]
     metadata: Option<String>,
     /// Create in `pending` (start it later with `session start`)
@@ -341,8 +343,8 @@ pub struct CheckpointArgs {
     /// Link a deployment id (can be repeated)
     #[arg(long = "deployment", value_name = "D")]
     deployments: Vec<String>,
-    /// Store a snapshot: a JSON object, @FILE or @-; at most 256 KiB compact (restore and
-    /// fork read it back as the context)
+    /// Store a snapshot: a JSON object, @FILE or @-; at most 256 KiB compact, numbers
+    /// exact within 64 bits (restore and fork read it back as the context)
     #[arg(long, value_name = "JSON")]
     state: Option<String>,
     #[command(flatten)]
@@ -393,7 +395,7 @@ pub struct EventArgs {
     /// Short text, up to 4096 characters
     #[arg(long, allow_negative_numbers = true)]
     detail: Option<String>,
-    /// A JSON object, @FILE or @-; at most 256 KiB compact
+    /// A JSON object, @FILE or @-; at most 256 KiB compact, numbers exact within 64 bits
     #[arg(long, value_name = "JSON")]
     data: Option<String>,
     #[command(flatten)]

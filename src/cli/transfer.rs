@@ -3,7 +3,7 @@
 
 use super::exit;
 use super::output::{write_stderr, write_stdout, Printer};
-use super::{open, GlobalArgs};
+use super::{open_interruptible, GlobalArgs};
 use clap::Args;
 use logbook::store::files::DbFiles;
 use logbook::{Error, ErrorCode, ExportFormat, ImportFormat, ImportReport, Result};
@@ -50,10 +50,19 @@ fn parse_import_format(s: &str) -> std::result::Result<ImportFormat, String> {
 
 /// Whether an error is only a closed stdout (a reader that stopped early).
 fn broken_pipe(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == ErrorKind::BrokenPipe)
+    matches!(e.root(), Error::Io { source, .. } if source.kind() == ErrorKind::BrokenPipe)
+}
+
+fn stdio_err(e: std::io::Error) -> Error {
+    Error::Io {
+        context: "cannot use the standard streams".to_owned(),
+        source: e,
+    }
 }
 
 pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
+    // Before any other thread starts (see `signals`).
+    let sig = super::signals::install();
     // `--out -` is stdout, as `-` is stdin for `import`.
     let to = args.out.as_ref().filter(|p| p.as_os_str() != "-");
     if to.is_none() && args.format == ExportFormat::Jsonl && !out.json {
@@ -62,7 +71,7 @@ pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         let db = logbook::ledger::resolve_path(global.db.as_deref())?;
         DbFiles::of(&db)?.refuse_open(std::io::stdout(), "stdout")?;
     }
-    let ledger = open(global)?;
+    let ledger = open_interruptible(global, &sig.interrupt)?;
     let report = match (args.format, to) {
         (ExportFormat::Jsonl, None) => {
             if out.json {
@@ -71,7 +80,9 @@ pub fn export(args: &ExportArgs, global: &GlobalArgs, out: &Printer) -> Result<(
                     "needs --out FILE: without it, or with --out -, the export itself is written to stdout",
                 ));
             }
-            let mut stdout = std::io::stdout().lock();
+            // Unbuffered (each line is written whole before it is counted),
+            // and woken by a signal even when the reader has stopped.
+            let mut stdout = sig.stdout().map_err(stdio_err)?;
             return match ledger.export_jsonl(&args.sessions, &mut stdout) {
                 Err(e) if broken_pipe(&e) => Ok(()),
                 other => other.map(|_| ()),
@@ -118,7 +129,9 @@ fn counts(r: &ImportReport) -> String {
 /// INVALID_ARGUMENT failure (exit 2) whose `details` is the whole report
 /// (the sessions that were fine are imported all the same).
 pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<Option<ExitCode>> {
-    let ledger = open(global)?;
+    // Before any other thread starts (the spinner's; see `signals`).
+    let sig = super::signals::install();
+    let ledger = open_interruptible(global, &sig.interrupt)?;
     let pb = progress_bar();
     let mut tick = |r: &ImportReport| {
         // Called once per batch (at most 256 sessions).
@@ -133,7 +146,8 @@ pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<O
                 "`-` (stdin) is for --format jsonl only",
             ));
         }
-        let stdin = Box::new(std::io::BufReader::new(std::io::stdin()));
+        let stdin = sig.stdin().map_err(stdio_err)?;
+        let stdin = Box::new(std::io::BufReader::with_capacity(256 * 1024, stdin));
         ledger.import_jsonl_stream(stdin, "-", &mut tick)
     } else {
         ledger.import(args.format, &args.src, &mut tick)

@@ -456,7 +456,10 @@ impl Ledger {
     /// symlinks and hard links: see [`Ledger::own_files`]), or is a name
     /// SQLite would not read as a file path (empty, `:memory:`, `file:…`);
     /// STORE_IO when it cannot be written or the database file was replaced
-    /// under this handle.
+    /// under this handle; INTERRUPTED when
+    /// [`LedgerOptions::interrupt`](crate::LedgerOptions::interrupt) was
+    /// triggered during the copy (the temp file is removed, `dest` is not
+    /// created).
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
         // SQLite opens the copy by a name derived from `dest`.
         crate::store::files::check_sqlite_name(dest, "dest")?;
@@ -491,6 +494,8 @@ impl Ledger {
         };
         let (pages, sessions, events) =
             sql::backup_to(&self.conn, &tmp).map_err(|e| cleanup(self.db_err(e)))?;
+        // A signal during the copy (one backup step): the copy is dropped.
+        self.opts.interrupt.check().map_err(cleanup)?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| cleanup(io("set the mode of", e)))?;
         std::fs::rename(&tmp, dest).map_err(|e| cleanup(io("rename the copy to", e)))?;

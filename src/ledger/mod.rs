@@ -11,6 +11,7 @@ mod budgets;
 mod chain;
 mod feed;
 mod gates;
+mod import;
 mod leases;
 mod query;
 mod run_end;
@@ -103,6 +104,10 @@ pub struct LedgerOptions {
     pub wal_autocheckpoint_pages: u32,
     /// Page cache in KiB; default [`DEFAULT_PAGE_CACHE_KIB`] (16 MiB).
     pub page_cache_kib: u32,
+    /// Polled by the long operations (export, import, backup) between two
+    /// sessions or batches: once triggered they stop there with
+    /// INTERRUPTED (issue 13 §13). Default: never triggered.
+    pub interrupt: crate::interrupt::Interrupt,
 }
 
 impl Default for LedgerOptions {
@@ -115,6 +120,7 @@ impl Default for LedgerOptions {
             clock: Clock::System,
             wal_autocheckpoint_pages: DEFAULT_WAL_AUTOCHECKPOINT_PAGES,
             page_cache_kib: DEFAULT_PAGE_CACHE_KIB,
+            interrupt: crate::interrupt::Interrupt::default(),
         }
     }
 }

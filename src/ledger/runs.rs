@@ -99,13 +99,15 @@ fn new_run_id() -> Result<RunId> {
     Ok(RunId::from_bytes(bytes))
 }
 
-/// Validates a run's input or output: a JSON object ≤ 4 MiB; returns its
+/// Validates a run's input or output: a JSON object ≤ 4 MiB with no
+/// integer above `i64::MAX` ([`v::exact_value_numbers`]); returns its
 /// redacted compact text.
 fn run_json(field: &str, value: &Option<Value>) -> Result<Option<String>> {
     let Some(val) = value else { return Ok(None) };
     if !val.is_object() {
         return Err(Error::invalid(field, "must be a JSON object"));
     }
+    v::exact_value_numbers(field, val)?;
     let size = v::compact_len(val)?;
     if size > RUN_JSON_MAX_BYTES {
         return Err(Error::invalid(

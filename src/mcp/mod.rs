@@ -28,6 +28,11 @@
 //! - Failure: `isError: true`, a text block and `structuredContent` holding
 //!   `{"code","message","retryable","details"}` — the CLI envelope's `error`
 //!   (SPEC §3 codes). Messages never echo a rejected value.
+//! - A number in the arguments that would not be stored exactly (an
+//!   integer outside 64 bits, a decimal finer than a 64-bit float) is
+//!   INVALID_ARGUMENT naming the argument, found on the request's text as
+//!   `mcp serve` reads it (module `numbers`); served on another transport, only
+//!   integers above `i64::MAX` are caught (the text is gone).
 //! - An unknown tool name is a JSON-RPC error (-32602), as MCP specifies,
 //!   with the same object as its `data`.
 //! - A line that is not JSON, or holds an unpaired surrogate escape, or
@@ -56,6 +61,7 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+mod numbers;
 pub mod record;
 pub mod runs;
 pub mod tools;
@@ -129,6 +135,9 @@ struct Inner {
     opts: LedgerOptions,
     ledger: Mutex<Option<Ledger>>,
     replays: Mutex<VecDeque<Replay>>,
+    /// Calls refused on their text (a number that would not be stored
+    /// exactly), found as stdin was read: see `numbers`.
+    refusals: numbers::Refusals,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -147,6 +156,7 @@ impl McpServer {
                 opts,
                 ledger: Mutex::new(None),
                 replays: Mutex::new(VecDeque::new()),
+                refusals: numbers::Refusals::default(),
             }),
         }
     }
@@ -267,7 +277,10 @@ impl McpServer {
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
         let out = rt.block_on(async move {
+            // stdin is read through the number check (see `numbers`),
+            // then the line check (see `wire`).
             let (stdin, stdout) = rmcp::transport::stdio_pipes();
+            let stdin = numbers::Scanned::new(stdin, self.inner.refusals.clone());
             // Each duplex is used one way; dropping one end is the other's
             // end of input.
             let (rmcp_in, to_rmcp) = tokio::io::duplex(PIPE_BYTES);
@@ -397,6 +410,14 @@ impl rmcp::ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, McpError> {
+        // A number of the call's text that the parsed arguments no longer
+        // show exactly: refused before anything runs.
+        let id = serde_json::to_string(&context.id).unwrap_or_default();
+        if let Some(e) = self.inner.refusals.take(&id) {
+            if tools::find(&request.name).is_some() {
+                return Ok(CallToolResponse::from(failure(&e)));
+            }
+        }
         self.call_once(&context.id, &request.name, request.arguments)
             .map(CallToolResponse::from)
     }

@@ -139,6 +139,7 @@ fn snapshot(dir: &Path, id: &str) -> Result<Option<Value>, Bad> {
         return Ok(None);
     }
     let text = read_small(&path, "checkpoint")?;
+    v::exact_numbers("checkpoint", &text).map_err(|e| Bad::from(e).in_file(name.clone()))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| Bad::new("checkpoint", syntax_reason(&e)).in_file(name.clone()))?;
     if !value.is_object() {
@@ -231,6 +232,7 @@ fn build(
         .filter(|k| !matches!(*k, "sessionId" | "goal" | "route"))
     {
         if let Some(raw) = m.raw(key) {
+            v::exact_numbers(&m.name(key), raw.get()).map_err(|e| mf(e.into()))?;
             let value: Value = serde_json::from_str(raw.get())
                 .map_err(|_| mf(Bad::new(m.name(key), "holds a number out of range")))?;
             amber.insert(key.to_owned(), value);
@@ -328,6 +330,7 @@ fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
         if text.trim().is_empty() {
             continue;
         }
+        v::exact_numbers("line", text).map_err(|e| at(e.into()))?;
         let mut obj: Map<String, Value> = serde_json::from_str(text).map_err(|e| {
             if e.classify() == serde_json::error::Category::Data {
                 at(Bad::new("line", "must be a JSON object"))
@@ -373,16 +376,24 @@ fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
             _ => None,
         };
         let detail = opt_text("detail", detail, v::DETAIL_MAX, Lines::Multi).map_err(at)?;
+        // logbook reads a checkpoint's step from `data.step`, and keeps the
+        // checkpoint file in `data.snapshot`; both are added only where the
+        // line has no field of that name (a line's own fields are never
+        // replaced).
         if event_type == "checkpoint" {
             if let Some(Value::String(label)) = obj.get("label") {
-                if v::text("step", label, 1, v::STEP_MAX, Lines::Single).is_ok() {
+                if !obj.contains_key("step")
+                    && v::text("step", label, 1, v::STEP_MAX, Lines::Single).is_ok()
+                {
                     let step = redact(label).into_owned();
                     obj.insert("step".into(), Value::String(step));
                 }
             }
             if let Some(Value::String(cid)) = obj.get("checkpointId") {
-                if let Some(snap) = snapshot(dir, cid).map_err(at)? {
-                    obj.insert("snapshot".into(), snap);
+                if !obj.contains_key("snapshot") {
+                    if let Some(snap) = snapshot(dir, cid).map_err(at)? {
+                        obj.insert("snapshot".into(), snap);
+                    }
                 }
             }
         }

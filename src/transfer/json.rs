@@ -160,8 +160,12 @@ pub(crate) fn minify(text: &str) -> String {
 
 /// Parses a JSON value whose text may be stored as given: an object with the
 /// same key twice is refused, because the parsed value keeps only the last
-/// one, so the redactor would check a different value than the text holds.
+/// one, so the redactor would check a different value than the text holds;
+/// so is a number that would not be stored exactly ([`v::exact_numbers`]:
+/// the stored text is re-serialized when the redactor changes something,
+/// and SQLite's JSON functions read it as 64-bit numbers).
 fn parse_stored(field: &str, raw: &RawValue) -> Result<Value, Bad> {
+    v::exact_numbers(field, raw.get())?;
     let value: Value = serde_json::from_str(raw.get())
         .map_err(|_| Bad::new(field, "must be a JSON object with numbers in range"))?;
     serde_json::from_str::<UniqueKeys>(raw.get())

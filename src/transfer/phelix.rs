@@ -3,7 +3,7 @@
 //! import maps it back (see `docs/import-export.md` for what each field
 //! becomes).
 
-use super::json::{value_text, Obj};
+use super::json::{object_text, value_text, Obj};
 use super::jsonl::actor_type;
 use super::{check_rows, event_type_ok, opt_name, opt_text, status, Bad};
 use crate::model::{Session, SessionStatus, Usage};
@@ -11,11 +11,21 @@ use crate::redact::redact;
 use crate::store::transfer::{EventRow, RefRow, SessionRows, StoredEvent};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
+use serde_json::json;
 
-/// The key, in a checkpoint event's `data`, that keeps the Phelix event's
-/// own `detail` when it differs from the checkpoint note (logbook keeps the
-/// note in the event's `detail`).
+/// The key, in a checkpoint event's `data`, where logbook before issue 13
+/// kept the Phelix event's own `detail` (it replaced the detail with the
+/// checkpoint note). Import no longer writes it; export still reads it, so
+/// sessions imported then come back as their files were.
 pub const PHELIX_DETAIL_KEY: &str = "phelix_detail";
+
+/// The key of a session's `metadata` under which a Phelix import keeps what
+/// Phelix records and logbook's columns do not: `{"checkpoint": {step,
+/// note, at_ms, seq}}`, the file's checkpoint block as given.
+pub const PHELIX_METADATA_KEY: &str = "phelix";
+
+/// The key, under [`PHELIX_METADATA_KEY`], of the checkpoint block.
+const CHECKPOINT_KEY: &str = "checkpoint";
 
 #[derive(Serialize)]
 struct PActor<'a> {
@@ -25,10 +35,10 @@ struct PActor<'a> {
     authenticated: bool,
 }
 
-#[derive(Serialize)]
-struct PCheckpoint<'a> {
-    step: Option<&'a str>,
-    note: Option<&'a str>,
+#[derive(Serialize, serde::Deserialize)]
+struct PCheckpoint {
+    step: Option<String>,
+    note: Option<String>,
     at_ms: i64,
     seq: i64,
 }
@@ -54,7 +64,7 @@ struct PSession<'a> {
     plan_ids: &'a [String],
     operation_ids: &'a [String],
     deployment_ids: &'a [String],
-    checkpoint: Option<PCheckpoint<'a>>,
+    checkpoint: Option<PCheckpoint>,
     final_result: Option<&'a str>,
     events: Vec<PEvent<'a>>,
 }
@@ -70,6 +80,15 @@ fn phelix_detail(e: &StoredEvent) -> Option<String> {
         }
     }
     e.detail.clone()
+}
+
+/// The checkpoint block a Phelix import kept in the session's metadata.
+/// It is the session's checkpoint only while its seq is still the latest
+/// checkpoint's (a checkpoint made in logbook afterwards replaces it).
+fn imported_checkpoint(s: &Session) -> Option<PCheckpoint> {
+    let meta: serde_json::Value = serde_json::from_str(s.metadata.get()).ok()?;
+    let block = meta.get(PHELIX_METADATA_KEY)?.get(CHECKPOINT_KEY)?;
+    serde_json::from_value(block.clone()).ok()
 }
 
 /// Renders one session as a Phelix file (compact, with a trailing `\n`).
@@ -89,11 +108,15 @@ pub(crate) fn render(s: &Session, events: &[StoredEvent]) -> serde_json::Result<
         plan_ids: &s.plan_ids,
         operation_ids: &s.operation_ids,
         deployment_ids: &s.deployment_ids,
-        checkpoint: s.checkpoint.as_ref().map(|c| PCheckpoint {
-            step: c.step.as_deref(),
-            note: c.note.as_deref(),
-            at_ms: c.at_ms,
-            seq: c.seq,
+        checkpoint: s.checkpoint.as_ref().map(|c| {
+            imported_checkpoint(s)
+                .filter(|k| k.seq == c.seq)
+                .unwrap_or_else(|| PCheckpoint {
+                    step: c.step.clone(),
+                    note: c.note.clone(),
+                    at_ms: c.at_ms,
+                    seq: c.seq,
+                })
         }),
         final_result: s.final_result.as_deref(),
         events: events
@@ -159,26 +182,34 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
                 v::DETAIL_MAX,
                 Lines::Multi,
             )?,
-            data: None,
+            // Not in the seed's schema, but kept when a file has it.
+            data: match e.raw("data") {
+                None => None,
+                Some(r) => Some(object_text(&e.name("data"), r)?),
+            },
             run_id: None,
         });
     }
 
+    // The checkpoint block is a fact of its own: the event it points at is
+    // kept exactly as the file has it (logbook would read the step from the
+    // event's `data.step` and the note from its `detail`, which in Phelix
+    // says "step …"), and the block is kept whole in
+    // `metadata.phelix.checkpoint`, which Phelix export writes back.
     let mut checkpoint_seq = None;
+    let mut metadata = "{}".to_owned();
     if let Some(c) = o.obj("checkpoint")? {
         let seq = c.i64_req("seq")?;
         let step = c.str_opt("step")?;
         if let Some(s) = &step {
             v::text("checkpoint.step", s, 1, v::STEP_MAX, Lines::Single)?;
         }
-        let note = opt_text(
-            "checkpoint.note",
-            c.str_opt("note")?,
-            v::NOTE_MAX,
-            Lines::Multi,
-        )?;
+        let note = c.str_opt("note")?;
+        if let Some(n) = &note {
+            v::text("checkpoint.note", n, 0, v::NOTE_MAX, Lines::Multi)?;
+        }
         let at_ms = c.i64_req("at_ms")?;
-        let Some(ev) = usize::try_from(seq).ok().and_then(|i| events.get_mut(i)) else {
+        let Some(ev) = usize::try_from(seq).ok().and_then(|i| events.get(i)) else {
             return Err(Bad::new(
                 "checkpoint.seq",
                 "must be the seq of a `checkpoint` event",
@@ -193,17 +224,11 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         if ev.at_ms != at_ms {
             return Err(Bad::new("checkpoint.at_ms", "must equal its event's at_ms"));
         }
-        let mut data = serde_json::Map::new();
-        if let Some(s) = step {
-            data.insert("step".into(), serde_json::Value::String(s));
-        }
-        if ev.detail != note {
-            if let Some(d) = ev.detail.take() {
-                data.insert(PHELIX_DETAIL_KEY.into(), serde_json::Value::String(d));
-            }
-        }
-        ev.detail = note;
-        ev.data = Some(value_text("checkpoint", serde_json::Value::Object(data))?);
+        let block = json!({"step": step, "note": note, "at_ms": at_ms, "seq": seq});
+        metadata = value_text(
+            "checkpoint",
+            json!({ PHELIX_METADATA_KEY: { CHECKPOINT_KEY: block } }),
+        )?;
         checkpoint_seq = Some(seq);
     }
 
@@ -245,7 +270,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         parent_session_id: None,
         tags: Vec::new(),
         context: "{}".to_owned(),
-        metadata: "{}".to_owned(),
+        metadata,
         actor_type,
         actor_id,
         rev: o.i64_req("rev")?,

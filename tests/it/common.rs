@@ -133,7 +133,10 @@ pub fn assert_error(r: &Run, code: &str, exit: i32) -> Value {
     assert_eq!(j["ok"], false, "{}", r.stdout);
     assert_eq!(j["error"]["code"], code, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.code, exit, "{}", r.stdout);
-    let retryable = matches!(code, "SESSION_CONFLICT" | "STORE_BUSY" | "LEASE_HELD");
+    let retryable = matches!(
+        code,
+        "SESSION_CONFLICT" | "STORE_BUSY" | "LEASE_HELD" | "INTERRUPTED"
+    );
     assert_eq!(j["error"]["retryable"], retryable);
     let keys: Vec<&String> = j["error"].as_object().unwrap().keys().collect();
     assert_eq!(keys.len(), 4, "{keys:?}");

@@ -1,0 +1,389 @@
+//! Import (issue 3 §4): the `Ledger` methods behind `logbook import`.
+//!
+//! Import streams its input: it reads and parses a batch (at most
+//! [`IMPORT_BATCH_SESSIONS`] sessions or 4 MiB of them) with no lock held,
+//! then writes it in one `BEGIN IMMEDIATE` transaction (through the writer
+//! queue), one SAVEPOINT per session: a session is written whole or not at
+//! all, and the lock is never held while waiting for input. A signal is
+//! acted on between batches; an import that stops part-way reports what the
+//! committed batches did (issue 13 §13, §14). Formats and mappings:
+//! `docs/import-export.md`.
+
+use super::db;
+use super::Ledger;
+use crate::error::{Error, Result};
+use crate::store::sessions as ss;
+use crate::store::transfer as st;
+use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, Source};
+use crate::transfer::{Bad, ImportFormat, ImportReport, Rejection, IMPORT_BATCH_SESSIONS};
+use rusqlite::Connection;
+use std::io::BufRead;
+use std::path::Path;
+
+/// A session met before its parent: retried after the rest of the input.
+struct Deferred {
+    loc: Loc,
+    /// A stdin line, until it is spilled (see `Source::spill`).
+    raw: Option<Vec<u8>>,
+    file: String,
+    line: Option<u64>,
+    session_id: Option<String>,
+}
+
+/// A rejection for the report. The file path comes from the input tree (a
+/// folder or file name, an Amber checkpoint id), so it passes the redactor
+/// like any other text that is printed.
+fn rejection(file: &str, line: Option<u64>, session_id: Option<String>, b: Bad) -> Rejection {
+    Rejection {
+        file: crate::redact::redact(file).into_owned(),
+        line: b.line.or(line),
+        session_id,
+        field: b.field,
+        reason: b.reason,
+    }
+}
+
+impl Ledger {
+    /// Imports sessions from `src` in `format`: a JSON Lines file, a Phelix
+    /// data folder (`src/sessions/*.json`, or `src` itself holding the
+    /// files) or an Amber tree (`src/.amber/sessions/<uuid>/`,
+    /// `src/sessions/<uuid>/` or `src/<uuid>/`).
+    ///
+    /// Streams: at most one batch (256 sessions or 4 MiB) is in memory at a
+    /// time. Idempotent: a session
+    /// whose id already exists is counted as skipped and left untouched.
+    /// All-or-nothing per session: a refused session writes no row and is
+    /// listed (file, line, field, reason) in the report. `progress` is
+    /// called after each committed batch with the counts so far.
+    ///
+    /// A signal ([`LedgerOptions::interrupt`](crate::LedgerOptions::interrupt))
+    /// is acted on between batches: the import stops with INTERRUPTED.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (`src` is not a file/folder as the format needs),
+    /// STORE_IO (the input cannot be read, or the disk fails), STORE_BUSY,
+    /// INTERRUPTED. Batches committed before such an error stay; re-running
+    /// the import skips them. Once the import has begun, the error is an
+    /// [`Error::Incomplete`] whose details are the [`ImportReport`] of the
+    /// committed batches (imported, skipped, rejected, events, rejections)
+    /// plus the cause's own details.
+    pub fn import(
+        &self,
+        format: ImportFormat,
+        src: &Path,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        match format {
+            ImportFormat::Jsonl => {
+                if !src.is_file() {
+                    return Err(Error::invalid("SRC", "must be a file for --format jsonl"));
+                }
+                let mut source = JsonlSource::open(src)?;
+                self.run_import(format, &mut source, progress)
+            }
+            _ => {
+                let mut source = DirSource::open(format, src, self.opts.actor)?;
+                self.run_import(format, &mut source, progress)
+            }
+        }
+    }
+
+    /// Imports logbook JSON Lines from a stream (e.g. stdin), labelled
+    /// `label` in rejections. As [`Ledger::import`]; a session whose parent
+    /// comes later in the stream waits in an unlinked 0600 temp file (a
+    /// stream cannot be read twice), not in memory.
+    ///
+    /// # Errors
+    /// As [`Ledger::import`].
+    pub fn import_jsonl_stream(
+        &self,
+        reader: Box<dyn BufRead>,
+        label: &str,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        let mut source = JsonlSource::from_reader(reader, label);
+        self.run_import(ImportFormat::Jsonl, &mut source, progress)
+    }
+
+    /// Runs an import; an error part-way (a disk or lock failure, a signal)
+    /// becomes an [`Error::Incomplete`] carrying the report of what the
+    /// batches committed before it did.
+    fn run_import(
+        &self,
+        format: ImportFormat,
+        source: &mut dyn Source,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<ImportReport> {
+        let mut report = ImportReport::new(format);
+        match self.import_batches(source, &mut report, progress) {
+            Ok(()) => Ok(report),
+            Err(e) => Err(Error::Incomplete {
+                cause: Box::new(self.opts.interrupt.or(e)),
+                progress: format!(
+                    "imported {}, skipped {}, rejected {}, {} event(s) written before it stopped \
+                     (the batches committed so far stay; running the import again skips them)",
+                    report.imported, report.skipped, report.rejected, report.events
+                ),
+                report: Box::new(serde_json::to_value(&report).unwrap_or_default()),
+            }),
+        }
+    }
+
+    fn import_batches(
+        &self,
+        source: &mut dyn Source,
+        report: &mut ImportReport,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<()> {
+        let interrupt = &self.opts.interrupt;
+        let mut written = Written::default();
+        let mut deferred: Vec<Deferred> = Vec::new();
+        // Each batch is read and parsed before its transaction opens, so the
+        // writer lock is never held while waiting for input (a slow stdin).
+        // A signal is acted on between batches: a batch is written whole.
+        loop {
+            interrupt.check()?;
+            let batch = next_batch(source)?;
+            if batch.is_empty() {
+                break;
+            }
+            interrupt.check()?;
+            self.write_batch(batch, &mut written, report, &mut deferred, progress)?;
+            spill(source, &mut deferred)?;
+        }
+        // Children met before their parents, until a round imports nothing.
+        while !deferred.is_empty() {
+            let round = std::mem::take(&mut deferred);
+            let before = report.imported;
+            let mut pending = round.into_iter().peekable();
+            while pending.peek().is_some() {
+                interrupt.check()?;
+                let mut batch = Vec::new();
+                let mut bytes = 0;
+                for d in pending.by_ref() {
+                    match source.reload(&d.loc)? {
+                        Some(item) => {
+                            bytes += item_bytes(&item);
+                            batch.push(item);
+                        }
+                        None => {
+                            let b = Bad::new("record", "could not be read again");
+                            report.reject(rejection(&d.file, d.line, d.session_id, b));
+                        }
+                    }
+                    if batch.len() >= IMPORT_BATCH_SESSIONS || bytes >= IMPORT_BATCH_BYTES {
+                        break;
+                    }
+                }
+                interrupt.check()?;
+                self.write_batch(batch, &mut written, report, &mut deferred, progress)?;
+                spill(source, &mut deferred)?;
+            }
+            if report.imported == before {
+                for d in deferred.drain(..) {
+                    let b = Bad::new(
+                        "parent_session_id",
+                        "names no session of the database or of this input",
+                    );
+                    report.reject(rejection(&d.file, d.line, d.session_id, b));
+                }
+                progress(report);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Input bytes a parsed batch may hold before it is written (besides the
+/// [`IMPORT_BATCH_SESSIONS`] count): 4 MiB.
+const IMPORT_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Roughly how many bytes a parsed item holds.
+fn item_bytes(item: &Item) -> usize {
+    match &item.rows {
+        Err(_) => 256,
+        Ok(r) => {
+            let opt = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+            let w = &r.workflow;
+            w.runs
+                .iter()
+                .map(|r| 256 + opt(&r.input) + opt(&r.output) + r.metadata.len())
+                .sum::<usize>()
+                + w.snapshots
+                    .iter()
+                    .map(|s| 128 + s.state.len())
+                    .sum::<usize>()
+                + w.gates.len() * 256
+                + r.context.len()
+                + r.metadata.len()
+                + opt(&r.goal)
+                + r.events
+                    .iter()
+                    .map(|e| 128 + e.event_type.len() + opt(&e.detail) + opt(&e.data))
+                    .sum::<usize>()
+                + 512
+        }
+    }
+}
+
+/// Moves the raw stdin lines of newly deferred sessions to the source's
+/// spill file, so memory does not hold them.
+fn spill(source: &mut dyn Source, deferred: &mut [Deferred]) -> Result<()> {
+    for d in deferred.iter_mut() {
+        if let Some(raw) = d.raw.take() {
+            d.loc = source.spill(&raw, d.line.unwrap_or(0))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the next batch: up to [`IMPORT_BATCH_SESSIONS`] items or
+/// [`IMPORT_BATCH_BYTES`] of them, whichever comes first.
+fn next_batch(source: &mut dyn Source) -> Result<Vec<Item>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while batch.len() < IMPORT_BATCH_SESSIONS && bytes < IMPORT_BATCH_BYTES {
+        let Some(item) = source.next_item()? else {
+            break;
+        };
+        bytes += item_bytes(&item);
+        batch.push(item);
+    }
+    Ok(batch)
+}
+
+/// The sessions this import has written, as ranges of their insertion keys:
+/// one `(after, last)` range per committed batch. Within a batch's
+/// transaction no other writer can insert, so its sessions take the keys
+/// right after the largest one at its start. Another process's sessions
+/// (a concurrent import of the same file) fall outside every range and are
+/// reported as skipped, never as duplicates within this input.
+#[derive(Debug, Default)]
+struct Written {
+    batches: Vec<(i64, i64)>,
+}
+
+impl Written {
+    /// Whether `insert_seq` was written by this import: by a committed
+    /// batch, or by the open one (keys after `open_after`).
+    fn contains(&self, insert_seq: i64, open_after: i64) -> bool {
+        insert_seq > open_after
+            || self
+                .batches
+                .iter()
+                .any(|&(after, last)| insert_seq > after && insert_seq <= last)
+    }
+}
+
+impl Ledger {
+    /// Writes one parsed batch in one `BEGIN IMMEDIATE` transaction.
+    fn write_batch(
+        &self,
+        batch: Vec<Item>,
+        written: &mut Written,
+        report: &mut ImportReport,
+        deferred: &mut Vec<Deferred>,
+        progress: &mut dyn FnMut(&ImportReport),
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut snapshot = report.clone();
+        let range = self
+            .write(|tx| {
+                let after = st::max_insert_seq(tx).map_err(db)?;
+                for item in batch {
+                    apply(tx, item, written, after, &mut snapshot, deferred)?;
+                }
+                Ok((after, st::max_insert_seq(tx).map_err(db)?))
+            })
+            .map_err(|e| self.fill_path(e))?;
+        written.batches.push(range);
+        *report = snapshot;
+        progress(report);
+        Ok(())
+    }
+}
+
+/// Applies one item inside the batch's transaction.
+fn apply(
+    tx: &Connection,
+    item: Item,
+    written: &Written,
+    open_after: i64,
+    report: &mut ImportReport,
+    deferred: &mut Vec<Deferred>,
+) -> Result<()> {
+    let Item {
+        file,
+        line,
+        session_id,
+        rows,
+        loc,
+        raw,
+    } = item;
+    let rows = match rows {
+        Ok(r) => r,
+        Err(b) => {
+            report.reject(rejection(&file, line, session_id, b));
+            return Ok(());
+        }
+    };
+    let id = Some(rows.session_id.clone());
+    match st::find_insert_seq(tx, &rows.session_id).map_err(db)? {
+        Some(seq) if written.contains(seq, open_after) => {
+            let b = Bad::new("session_id", "appears more than once in this input");
+            report.reject(rejection(&file, line, id, b));
+            return Ok(());
+        }
+        Some(_) => {
+            report.skipped += 1;
+            return Ok(());
+        }
+        None => {}
+    }
+    if let Some(p) = &rows.parent_session_id {
+        if !ss::session_exists(tx, p).map_err(db)? {
+            deferred.push(Deferred {
+                loc,
+                raw,
+                file,
+                line,
+                session_id: id,
+            });
+            return Ok(());
+        }
+    }
+    for (i, r) in rows.workflow.runs.iter().enumerate() {
+        if st::run_exists(tx, &r.run_id).map_err(db)? {
+            let b = Bad::new(
+                format!("runs[{i}].run_id"),
+                "is already the id of a run in the database (of another session)",
+            );
+            report.reject(rejection(&file, line, id, b));
+            return Ok(());
+        }
+    }
+    st::exec(tx, st::SAVEPOINT).map_err(db)?;
+    match st::insert_session_rows(tx, &rows) {
+        Ok(()) => {
+            st::exec(tx, st::RELEASE).map_err(db)?;
+            report.imported += 1;
+            report.events += rows.events.len() as u64;
+        }
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+            st::exec(tx, st::ROLLBACK_TO).map_err(db)?;
+            st::exec(tx, st::RELEASE).map_err(db)?;
+            let b = Bad::new(
+                "record",
+                "was refused by the database (a constraint or trigger failed)",
+            );
+            report.reject(rejection(&file, line, id, b));
+        }
+        Err(e) => {
+            let _ = st::exec(tx, st::ROLLBACK_TO);
+            return Err(db(e));
+        }
+    }
+    Ok(())
+}
