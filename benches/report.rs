@@ -112,7 +112,7 @@ fn pages_section(dir: &Path) {
 fn checkpoint_breakdown(path: &Path) {
     let l = Ledger::open(LedgerOptions {
         sync: SyncMode::Normal,
-        wal_autocheckpoint_pages: 0,
+        wal_autocheckpoint_pages: Some(0),
         ..LedgerOptions::at(path)
     })
     .unwrap();
@@ -252,11 +252,7 @@ fn naive_pages(path: &Path) -> f64 {
 // ------------------------------------------------------------ throughput
 
 fn lib_open(path: &Path, sync: SyncMode) -> (Ledger, Vec<String>) {
-    let l = Ledger::open(LedgerOptions {
-        sync,
-        ..LedgerOptions::at(path)
-    })
-    .unwrap();
+    let l = Ledger::open(fresh::lib_options(path, sync)).unwrap();
     let mut ids = Vec::new();
     for i in 0..10_000 {
         let req = CreateSession {

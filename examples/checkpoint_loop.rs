@@ -22,11 +22,8 @@ fn main() {
         Some("full") => SyncMode::Full,
         Some(_) => panic!("{usage}"),
     };
-    let defaults = LedgerOptions::default();
-    let autocheckpoint: u32 = args
-        .next()
-        .map(|v| v.parse().expect(usage))
-        .unwrap_or(defaults.wal_autocheckpoint_pages);
+    // Default: by the sync mode (see `LedgerOptions::wal_autocheckpoint_pages`).
+    let autocheckpoint: Option<u32> = args.next().map(|v| v.parse().expect(usage));
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{db}{suffix}"));
     }

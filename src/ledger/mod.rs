@@ -61,12 +61,21 @@ pub(super) fn db(e: rusqlite::Error) -> Error {
     Error::from_sqlite(e, 0)
 }
 
-/// Default `wal_autocheckpoint`: 10,000 pages (≈ 40 MiB of WAL). Ten times
-/// SQLite's default: checkpoints run a tenth as often and copy each hot page
-/// once instead of many times, which measured 1.2× → 1.8× checkpoint
-/// throughput at `synchronous=NORMAL` (BENCHMARKS.md). The WAL is truncated
-/// back to `journal_size_limit` (64 MiB) after a checkpoint.
-pub const DEFAULT_WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
+/// WAL pages after which a checkpoint runs at `synchronous=NORMAL`: 5,000
+/// (≈ 20 MiB of WAL), five times SQLite's default, so that each hot page is
+/// copied once per 5,000 WAL pages instead of many times (as fast as 10,000
+/// in BENCHMARKS.md). The checkpoint runs on a helper thread, outside every
+/// caller's COMMIT (`store::checkpointer`), so no call waits for the copy;
+/// only a WAL at twice this (the helper behind) is checkpointed inline.
+pub const WAL_CHECKPOINT_PAGES_NORMAL: u32 = 5_000;
+
+/// WAL pages after which a commit checkpoints at `synchronous=FULL`: 2,000,
+/// inside the COMMIT that reaches it (≈ 4 ms). Every commit's fsync
+/// dominates at FULL, and an fsync of a WAL that is still growing costs
+/// ≈ 1.6× one overwritten in place, so a small WAL that wraps early is what
+/// a fresh process needs; 2,000 measured as fast as 10,000 in the steady
+/// state (BENCHMARKS.md, "A fresh process's first checkpoints").
+pub const WAL_CHECKPOINT_PAGES_FULL: u32 = 2_000;
 
 /// Default page cache of a [`Ledger`]: 16 MiB (SQLite's default is 2 MiB).
 /// A checkpoint reads its session's previous event (the hash chain's link);
@@ -98,10 +107,12 @@ pub struct LedgerOptions {
     pub actor: ActorType,
     /// Source of "now".
     pub clock: Clock,
-    /// WAL pages after which a commit checkpoints (`wal_autocheckpoint`);
-    /// default [`DEFAULT_WAL_AUTOCHECKPOINT_PAGES`], 0 disables (benchmarks
-    /// that count WAL frames).
-    pub wal_autocheckpoint_pages: u32,
+    /// WAL pages after which a checkpoint runs. `None` (default): by the
+    /// sync mode — [`WAL_CHECKPOINT_PAGES_FULL`] inside the COMMIT at FULL,
+    /// [`WAL_CHECKPOINT_PAGES_NORMAL`] on a helper thread at NORMAL.
+    /// `Some(n)`: `n` pages, in the same place; `Some(0)` disables
+    /// checkpoints (benchmarks that count WAL frames).
+    pub wal_autocheckpoint_pages: Option<u32>,
     /// Page cache in KiB; default [`DEFAULT_PAGE_CACHE_KIB`] (16 MiB).
     pub page_cache_kib: u32,
     /// Polled by the long operations (export, import, backup) between two
@@ -118,7 +129,7 @@ impl Default for LedgerOptions {
             sync: SyncMode::Full,
             actor: ActorType::Lib,
             clock: Clock::System,
-            wal_autocheckpoint_pages: DEFAULT_WAL_AUTOCHECKPOINT_PAGES,
+            wal_autocheckpoint_pages: None,
             page_cache_kib: DEFAULT_PAGE_CACHE_KIB,
             interrupt: crate::interrupt::Interrupt::default(),
         }
@@ -228,6 +239,10 @@ fn opened_id(path: &Path) -> Result<(FileId, PathBuf)> {
 /// ```
 #[derive(Debug)]
 pub struct Ledger {
+    /// Declared before `conn`: dropped (its helper stopped, its connection
+    /// closed) before the writer's connection closes, so that one can be
+    /// the last and checkpoint the WAL away.
+    checkpointer: Option<store::checkpointer::Checkpointer>,
     conn: Connection,
     path: PathBuf,
     opts: LedgerOptions,
@@ -266,17 +281,37 @@ impl Ledger {
 
     fn open_with(opts: LedgerOptions, create: bool) -> Result<Self> {
         let path = resolve_path(opts.path.as_deref())?;
-        let conn = store::open(&StoreConfig {
+        let pages = opts.wal_autocheckpoint_pages.unwrap_or(match opts.sync {
+            SyncMode::Full => WAL_CHECKPOINT_PAGES_FULL,
+            SyncMode::Normal => WAL_CHECKPOINT_PAGES_NORMAL,
+        });
+        let background = opts.sync == SyncMode::Normal && pages > 0;
+        let mut conn = store::open(&StoreConfig {
             path: path.clone(),
             busy_timeout_ms: opts.busy_timeout_ms,
             sync: opts.sync,
-            wal_autocheckpoint_pages: opts.wal_autocheckpoint_pages,
+            wal_autocheckpoint_pages: if background { 0 } else { pages },
             page_cache_kib: opts.page_cache_kib,
             create,
         })?;
+        let checkpointer = if background {
+            Some(
+                store::checkpointer::Checkpointer::attach(&mut conn, &path, pages).map_err(
+                    |e| {
+                        store::open::with_path(
+                            Error::from_sqlite(e, 0),
+                            &path.display().to_string(),
+                        )
+                    },
+                )?,
+            )
+        } else {
+            None
+        };
         let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
+            checkpointer,
             conn,
             path,
             opts,
@@ -301,6 +336,7 @@ impl Ledger {
         let (file_id, file_path) = opened_id(&path)?;
         let writer_lock = RefCell::new(WriterLock::new(&path));
         Ok(Ledger {
+            checkpointer: None,
             conn,
             path,
             opts,
@@ -316,6 +352,7 @@ impl Ledger {
     fn file_alone(&self) -> Result<Ledger> {
         let conn = store::open::open_file_alone(&self.path).map_err(|e| self.db_err(e))?;
         Ok(Ledger {
+            checkpointer: None,
             conn,
             path: self.path.clone(),
             opts: self.opts.clone(),
@@ -324,6 +361,16 @@ impl Ledger {
             file_id: self.file_id,
             file_path: self.file_path.clone(),
         })
+    }
+
+    /// The WAL checkpoints this handle's helper thread has run, and those a
+    /// COMMIT of this handle ran itself because the helper had fallen
+    /// behind; both 0 at `synchronous=FULL`, where SQLite's autocheckpoint
+    /// runs inside the COMMIT that reaches it (diagnostics, benchmarks).
+    pub fn wal_checkpoints(&self) -> (u64, u64) {
+        self.checkpointer
+            .as_ref()
+            .map_or((0, 0), |c| (c.runs(), c.inline_runs()))
     }
 
     /// The database file this handle uses.

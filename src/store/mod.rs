@@ -8,6 +8,7 @@ pub mod admin;
 pub mod budgets;
 pub mod busy;
 pub mod chain;
+pub mod checkpointer;
 pub mod codec;
 pub mod events;
 pub mod feed;

@@ -408,6 +408,17 @@ pub fn header_says_wal(path: &Path) -> bool {
         .is_ok_and(|()| head[18] == 2 && head[19] == 2)
 }
 
+/// The background checkpointer's own connection (`store::checkpointer`) on
+/// a database this process has already opened and migrated: read-write,
+/// no busy handler (a PASSIVE checkpoint never waits), nothing else set.
+pub(crate) fn open_checkpointer(path: &Path) -> rusqlite::Result<Connection> {
+    #[allow(clippy::disallowed_methods)]
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
 /// Fills the path into STORE_CORRUPT errors raised by the driver.
 pub(crate) fn with_path(err: Error, path: &str) -> Error {
     match err {

@@ -476,7 +476,8 @@ fn connection_pragmas() {
     assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
     // The busy timeout is logbook's own handler, not SQLite's pragma: its
     // behaviour is tested in `cases::c01_every_ledger_connection_has_wal_and_a_busy_timeout`.
-    assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "10000");
+    // FULL: SQLite's own autocheckpoint, at 2,000 pages (issue 13 §17).
+    assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "2000");
     // A 16 MiB page cache (negative: KiB), so a checkpoint's read of the
     // session's previous event usually hits it.
     assert_eq!(l.pragma("cache_size").unwrap(), "-16384");
@@ -491,6 +492,9 @@ fn connection_pragmas() {
     })
     .unwrap();
     assert_eq!(l.pragma("synchronous").unwrap(), "1");
+    // NORMAL: no autocheckpoint inside COMMIT; the helper thread's hook
+    // replaces it (store::checkpointer).
+    assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "0");
 }
 
 /// Stock SQLite 3.40 (Debian 12's shell, Python 3.11's module) opens the

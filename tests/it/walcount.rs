@@ -47,7 +47,7 @@ impl Lcg {
 pub fn measure(db: &Path, sessions: usize, wide: usize, ops: usize) -> PagesPerOp {
     let l = Ledger::open(LedgerOptions {
         sync: SyncMode::Normal,
-        wal_autocheckpoint_pages: 0,
+        wal_autocheckpoint_pages: Some(0),
         ..LedgerOptions::at(db)
     })
     .unwrap();
