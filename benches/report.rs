@@ -756,10 +756,21 @@ fn chain_checkpoint(c: &Connection, id: &str, n: usize, chained: bool) {
         .unwrap()
         .execute([])
         .unwrap();
+    // The checkpoint's guarded UPDATE, as the write kernel builds it.
+    let guard = logbook::store::SessionGuard {
+        from: logbook::model::Verb::Checkpoint.allowed_from(),
+        rev: None,
+    };
+    let change = logbook::store::SessionChange {
+        now_ms: 2_000_000_000_000i64 + n as i64,
+        checkpoint_at_next_seq: true,
+        ..Default::default()
+    };
+    let (sql, p) = logbook::store::sqlite_tx::session_update(id, guard, &change);
     let changed = c
-        .prepare_cached(logbook::store::sessions::UPDATE_CHECKPOINT[0])
+        .prepare_cached(&sql)
         .unwrap()
-        .execute(params![id, 2_000_000_000_000i64 + n as i64])
+        .execute(rusqlite::params_from_iter(p.iter()))
         .unwrap();
     assert_eq!(changed, 1);
     let data = format!("{{\"step\":\"step {n}\"}}");

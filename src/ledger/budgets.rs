@@ -16,18 +16,17 @@
 //! mark and append nothing more until `reset` clears it (or a new budget
 //! leaves usage within every limit again).
 
-use super::db;
-use super::sessions::{key_digest, parse_session_id, read_back, replay, validate_key, VerbDigest};
+use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
+use super::write::{read_back, Op, Write};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{
-    ActorType, Budget, BudgetFigures, BudgetRemaining, EventType, OnExceed, Session, SessionStatus,
-    Usage, COUNT_MAX,
+    Budget, BudgetFigures, BudgetRemaining, EventType, OnExceed, Session, SessionStatus, Usage,
+    Verb, COUNT_MAX,
 };
-use crate::store::budgets::{self as sb, BudgetRow, SessionState};
-use crate::store::events::{self as ev, NewEvent};
-use rusqlite::{params, Connection};
+use crate::store::rows::{BudgetRow, SessionState};
+use crate::store::{BudgetLimits, SessionChange, Tx};
 use serde::Serialize;
 
 /// A `session usage` request: amounts to add (each 0..=2^53−1; `None` adds
@@ -85,58 +84,6 @@ pub(super) fn add_total(field: &str, total: i64, add: i64) -> Result<i64> {
             ),
         )),
     }
-}
-
-/// [`live_state`] for a write: also refuses LEASE_HELD / LEASE_NOT_FOUND
-/// when someone else's live lease holds the session (issue 4 §6), as
-/// every session mutation does.
-pub(super) fn writable_state(
-    tx: &Connection,
-    id: &str,
-    verb: &str,
-    if_rev: Option<i64>,
-    lease: Option<&str>,
-    now: i64,
-) -> Result<SessionState> {
-    let st = live_state(tx, id, verb, if_rev)?;
-    super::leases::check_lease(tx, id, lease, now)?;
-    Ok(st)
-}
-
-/// Reads the session's state under the write lock and refuses what a
-/// session mutation refuses: SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
-/// (terminal), SESSION_CONFLICT (`--if-rev`).
-pub(super) fn live_state(
-    tx: &Connection,
-    id: &str,
-    verb: &str,
-    if_rev: Option<i64>,
-) -> Result<SessionState> {
-    let Some(st) = sb::select_session_state(tx, id).map_err(db)? else {
-        return Err(Error::SessionNotFound { id: id.to_owned() });
-    };
-    let terminal = st
-        .status
-        .parse::<SessionStatus>()
-        .map_or(true, SessionStatus::is_terminal);
-    if terminal {
-        return Err(Error::InvalidTransition {
-            id: id.to_owned(),
-            from: st.status,
-            verb: verb.to_owned(),
-        });
-    }
-    if let Some(expected) = if_rev {
-        if expected != st.rev {
-            return Err(Error::Conflict {
-                id: id.to_owned(),
-                expected_rev: expected,
-                actual_rev: st.rev,
-                latest_event: ev::latest_event(tx, id).map_err(db)?,
-            });
-        }
-    }
-    Ok(st)
 }
 
 /// The session's usage after adding `add`, every total checked.
@@ -235,69 +182,83 @@ fn crossing_of(b: &BudgetRow, usage: &Usage, status: &str) -> Option<Crossing> {
     })
 }
 
-/// Writes new usage sums on the session (rev + 1), first marking the
-/// budget and choosing the policy if this write crosses a limit. The
-/// caller appends its own event, then [`Ledger::append_crossing`].
-pub(super) fn apply_usage(
-    tx: &Connection,
-    id: &str,
-    st: &SessionState,
-    usage: &Usage,
-    at: i64,
-) -> Result<Option<Crossing>> {
-    let crossing = sb::select_budget(tx, id)
-        .map_err(db)?
-        .and_then(|b| crossing_of(&b, usage, &st.status));
+/// Writes new usage sums on the session (its UPDATE, guarded by the rev
+/// read under the lock), first marking the budget and choosing the policy
+/// if this write crosses a limit. The caller appends its own event, then
+/// [`append_crossing`].
+///
+/// # Errors
+/// The store's; INTERNAL if the session changed under the write lock.
+pub(super) fn apply_usage(w: &mut Write<'_, '_>, usage: &Usage) -> Result<Option<Crossing>> {
+    let (id, at) = (w.id(), w.at());
+    let status = w.state().status.clone();
+    let crossing = w
+        .tx()
+        .select_budget(id)?
+        .and_then(|b| crossing_of(&b, usage, &status));
     if crossing.is_some() {
         // Before the session UPDATE: a budget is frozen once its session is
         // terminal (trigger), and the `fail` policy makes it so.
-        tx.prepare_cached(sb::UPDATE_BUDGET_EXCEEDED)
-            .and_then(|mut s| s.execute(params![id, at]))
-            .map_err(db)?;
+        w.tx().mark_budget_exceeded(id, at)?;
     }
-    let policy = crossing
-        .as_ref()
-        .and_then(|c| match (c.policy, c.status_after) {
-            (OnExceed::Fail, _) => Some((OnExceed::Fail, c.reason.as_str())),
-            (OnExceed::Pause, "paused") if st.status == "active" => {
-                Some((OnExceed::Pause, c.reason.as_str()))
-            }
-            _ => None,
-        });
-    if !sb::update_session_usage(tx, id, at, usage, st.rev, policy).map_err(db)? {
-        return Err(Error::internal(
-            "a session read under the write lock changed before its update",
-        ));
-    }
+    use SessionStatus::{Active, Failed, Paused, Pending};
+    let live: &[SessionStatus] = &[Pending, Active, Paused];
+    let (from, status, end_reason) = match crossing.as_ref() {
+        Some(c) if c.policy == OnExceed::Fail => (live, Some(Failed), Some(c.reason.as_str())),
+        Some(c)
+            if c.policy == OnExceed::Pause && c.status_after == "paused" && status == "active" =>
+        {
+            (&[Active][..], Some(Paused), None)
+        }
+        _ => (live, None, None),
+    };
+    let change = SessionChange {
+        status,
+        end_reason,
+        usage: Some(*usage),
+        ..SessionChange::default()
+    };
+    w.update_read(from, change).map_err(|_| {
+        Error::internal("a session read under the write lock changed before its update")
+    })?;
     Ok(crossing)
 }
 
-/// Appends one event (no idempotency key unless given).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn push_event(
-    tx: &Connection,
-    actor: ActorType,
-    id: &str,
-    event_type: &str,
-    detail: Option<&str>,
-    data: Option<&str>,
-    run_id: Option<&str>,
-    idempotency: Option<(&str, &str)>,
-) -> Result<()> {
-    ev::insert_event(
-        tx,
-        &NewEvent {
-            session_id: id,
-            event_type,
-            actor_type: actor,
-            detail,
-            data,
-            idempotency,
-            run_id,
-        },
-    )
-    .map(|_| ())
-    .map_err(db)
+/// Appends `budget_exceeded` (data `{limits, used, max, on_exceed,
+/// status}`, detail `budget exceeded: tokens 1200 > 1000`) and, when the
+/// policy changed the status, `paused` or `failed` (detail = the same
+/// text; a failed session's `end_reason` too); a failed session's open
+/// runs end first.
+///
+/// # Errors
+/// The store's.
+pub(super) fn append_crossing(w: &mut Write<'_, '_>, c: &Crossing) -> Result<()> {
+    let data = to_json(&ExceededData {
+        limits: &c.limits,
+        used: c.used,
+        max: c.max,
+        on_exceed: c.policy,
+        status: c.status_after,
+    })?;
+    w.side_event(
+        EventType::BudgetExceeded.as_str(),
+        Some(&c.reason),
+        Some(&data),
+        None,
+    )?;
+    let follow = match (c.policy, c.status_after) {
+        (OnExceed::Fail, _) => Some(SessionStatus::Failed),
+        (OnExceed::Pause, "paused") => Some(SessionStatus::Paused),
+        _ => None,
+    };
+    if let Some(t) = follow {
+        if t == SessionStatus::Failed {
+            // The session has ended: no run stays pending or running.
+            super::run_end::cancel_open_runs(w, t)?;
+        }
+        w.side_event(t.as_str(), Some(&c.reason), None, None)?;
+    }
+    Ok(())
 }
 
 fn to_json(v: &impl Serialize) -> Result<String> {
@@ -346,44 +307,6 @@ struct BudgetData {
 }
 
 impl Ledger {
-    /// Appends `budget_exceeded` (data `{limits, used, max, on_exceed,
-    /// status}`, detail `budget exceeded: tokens 1200 > 1000`) and, when the
-    /// policy changed the status, `paused` or `failed` (detail = the same
-    /// text; a failed session's `end_reason` too).
-    pub(super) fn append_crossing(&self, tx: &Connection, id: &str, c: &Crossing) -> Result<()> {
-        let data = to_json(&ExceededData {
-            limits: &c.limits,
-            used: c.used,
-            max: c.max,
-            on_exceed: c.policy,
-            status: c.status_after,
-        })?;
-        let actor = self.opts.actor;
-        push_event(
-            tx,
-            actor,
-            id,
-            EventType::BudgetExceeded.as_str(),
-            Some(&c.reason),
-            Some(&data),
-            None,
-            None,
-        )?;
-        let follow = match (c.policy, c.status_after) {
-            (OnExceed::Fail, _) => Some("failed"),
-            (OnExceed::Pause, "paused") => Some("paused"),
-            _ => None,
-        };
-        if let Some(t) = follow {
-            if t == "failed" {
-                // The session has ended: no run stays pending or running.
-                super::run_end::cancel_open_runs(tx, actor, id, t, self.now_ms())?;
-            }
-            push_event(tx, actor, id, t, Some(&c.reason), None, None, None)?;
-        }
-        Ok(())
-    }
-
     /// Adds usage to a live session (`session usage`; the seed's
     /// `trackUsage`): one `usage_recorded` event with the amounts added
     /// (`{input_tokens, output_tokens, api_calls, duration_ms}`), rev + 1.
@@ -436,28 +359,26 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.mutate(id, m, dg.as_deref(), |tx| {
-            let st = writable_state(tx, id, "record usage of", m.if_rev, m.lease.as_deref(), now)?;
-            let usage = add_usage(&st.usage, &add)?;
-            let at = now.max(st.updated_at_ms);
-            let crossing = apply_usage(tx, id, &st, &usage, at)?;
-            let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(
-                tx,
-                self.opts.actor,
-                id,
-                EventType::UsageRecorded.as_str(),
-                None,
-                Some(&data),
-                None,
-                key,
-            )?;
-            if let Some(c) = &crossing {
-                self.append_crossing(tx, id, c)?;
-            }
-            read_back(tx, id)
-        })
+        let op = Op {
+            id,
+            verb: Verb::Usage,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                let usage = add_usage(&w.state().usage, &add)?;
+                let crossing = apply_usage(w, &usage)?;
+                w.event(EventType::UsageRecorded.as_str(), None, Some(&data), None)?;
+                if let Some(c) = &crossing {
+                    append_crossing(w, c)?;
+                }
+                w.session()
+            },
+            &mut |tx, _| read_back(tx, id),
+        )
     }
 
     /// The session's budget and where usage stands against it (`session
@@ -469,14 +390,8 @@ impl Ledger {
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     pub fn check_budget(&self, id: &str) -> Result<Budget> {
         parse_session_id(id)?;
-        self.read(|tx| {
-            let Some(st) = sb::select_session_state(tx, id).map_err(db)? else {
-                return Err(Error::SessionNotFound { id: id.to_owned() });
-            };
-            let b = sb::select_budget(tx, id).map_err(db)?;
-            Ok(budget_view(id, b.as_ref(), &st))
-        })
-        .map_err(|e| self.fill_path(e))
+        self.read(|tx| check_in(tx, id))
+            .map_err(|e| self.fill_path(e))
     }
 
     /// Sets a live session's budget limits and policy (`session budget ID
@@ -529,77 +444,52 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(r) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return self.check_in(tx, id).map(|b| Written::replay(b, r));
-            }
-            let st = writable_state(
-                tx,
-                id,
-                "set the budget of",
-                m.if_rev,
-                m.lease.as_deref(),
-                now,
-            )?;
-            let old = sb::select_budget(tx, id).map_err(db)?;
-            let mut b = old.clone().unwrap_or_default();
-            b.max_tokens = req.max_tokens.or(b.max_tokens);
-            b.max_api_calls = req.max_api_calls.or(b.max_api_calls);
-            b.max_duration_ms = req.max_duration_ms.or(b.max_duration_ms);
-            let policy = req.on_exceed.or(b.on_exceed).unwrap_or(OnExceed::Pause);
-            b.on_exceed = Some(policy);
-            let data = to_json(&BudgetData {
-                max_tokens: b.max_tokens,
-                max_api_calls: b.max_api_calls,
-                max_duration_ms: b.max_duration_ms,
-                on_exceed: policy,
-            })?;
-            let at = now.max(st.updated_at_ms);
-            // Within every limit again: re-armed.
-            if over(&b, &figures(&b, &st.usage)).is_empty() {
-                b.exceeded_at_ms = None;
-            }
-            let sql = if old.is_some() {
-                sb::UPDATE_BUDGET_LIMITS
-            } else {
-                sb::INSERT_BUDGET
-            };
-            tx.prepare_cached(sql)
-                .and_then(|mut s| {
-                    s.execute(params![
-                        id,
-                        b.max_tokens,
-                        b.max_api_calls,
-                        b.max_duration_ms,
-                        policy.as_str(),
-                        b.exceeded_at_ms,
-                        at
-                    ])
-                })
-                .map_err(db)?;
-            let crossing = apply_usage(tx, id, &st, &st.usage, at)?;
-            let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(
-                tx,
-                self.opts.actor,
-                id,
-                EventType::BudgetSet.as_str(),
-                None,
-                Some(&data),
-                None,
-                key,
-            )?;
-            if let Some(c) = &crossing {
-                self.append_crossing(tx, id, c)?;
-            }
-            let b = sb::select_budget(tx, id).map_err(db)?;
-            let st = sb::select_session_state(tx, id)
-                .map_err(db)?
-                .ok_or_else(|| Error::internal("an updated session could not be read back"))?;
-            Ok(Written::applied(budget_view(id, b.as_ref(), &st)))
-        })
-        .map_err(|e| self.fill_path(e))
+        let op = Op {
+            id,
+            verb: Verb::SetBudget,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                let old = w.tx().select_budget(id)?;
+                let mut b = old.clone().unwrap_or_default();
+                b.max_tokens = req.max_tokens.or(b.max_tokens);
+                b.max_api_calls = req.max_api_calls.or(b.max_api_calls);
+                b.max_duration_ms = req.max_duration_ms.or(b.max_duration_ms);
+                let policy = req.on_exceed.or(b.on_exceed).unwrap_or(OnExceed::Pause);
+                b.on_exceed = Some(policy);
+                let data = to_json(&BudgetData {
+                    max_tokens: b.max_tokens,
+                    max_api_calls: b.max_api_calls,
+                    max_duration_ms: b.max_duration_ms,
+                    on_exceed: policy,
+                })?;
+                // Within every limit again: re-armed.
+                let usage = w.state().usage;
+                if over(&b, &figures(&b, &usage)).is_empty() {
+                    b.exceeded_at_ms = None;
+                }
+                let limits = BudgetLimits {
+                    max_tokens: b.max_tokens,
+                    max_api_calls: b.max_api_calls,
+                    max_duration_ms: b.max_duration_ms,
+                    on_exceed: policy,
+                    exceeded_at_ms: b.exceeded_at_ms,
+                };
+                let at = w.at();
+                w.tx().upsert_budget(id, &limits, old.is_none(), at)?;
+                let crossing = apply_usage(w, &usage)?;
+                w.event(EventType::BudgetSet.as_str(), None, Some(&data), None)?;
+                if let Some(c) = &crossing {
+                    append_crossing(w, c)?;
+                }
+                check_in(w.tx(), id)
+            },
+            &mut |tx, _| check_in(tx, id),
+        )
     }
 
     /// Resets a live session's budget (`session budget ID --reset`; the
@@ -626,59 +516,53 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(r) = replay(tx, id, m.idempotency_key.as_deref(), dg.as_deref())? {
-                return self.check_in(tx, id).map(|b| Written::replay(b, r));
-            }
-            let st = writable_state(tx, id, "reset the budget of", m.if_rev, m.lease.as_deref(), now)?;
-            let Some(b) = sb::select_budget(tx, id).map_err(db)? else {
-                return Err(Error::invalid(
-                    "budget",
-                    "the session has no budget to reset; set one with `session budget ID --max-tokens N`",
-                ));
-            };
-            let used = figures(&b, &st.usage);
-            let at = now.max(st.updated_at_ms);
-            let u = &st.usage;
-            tx.prepare_cached(sb::UPDATE_BUDGET_RESET)
-                .and_then(|mut s| {
-                    s.execute(params![
-                        id,
-                        u.input_tokens + u.output_tokens,
-                        u.api_calls,
-                        u.duration_ms,
-                        at
-                    ])
-                })
-                .map_err(db)?;
-            if !sb::update_session_usage(tx, id, at, u, st.rev, None).map_err(db)? {
-                return Err(Error::internal(
-                    "a session read under the write lock changed before its update",
-                ));
-            }
-            let data = to_json(&used)?;
-            let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(
-                tx,
-                self.opts.actor,
-                id,
-                EventType::BudgetReset.as_str(),
-                None,
-                Some(&data),
-                None,
-                key,
-            )?;
-            self.check_in(tx, id).map(Written::applied)
-        })
-        .map_err(|e| self.fill_path(e))
+        let op = Op {
+            id,
+            verb: Verb::ResetBudget,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                let Some(b) = w.tx().select_budget(id)? else {
+                    return Err(Error::invalid(
+                        "budget",
+                        "the session has no budget to reset; set one with `session budget ID --max-tokens N`",
+                    ));
+                };
+                let u = w.state().usage;
+                let used = figures(&b, &u);
+                let at = w.at();
+                w.tx().reset_budget(id, &u, at)?;
+                w.update_read(
+                    Verb::ResetBudget.allowed_from(),
+                    SessionChange {
+                        usage: Some(u),
+                        ..SessionChange::default()
+                    },
+                )
+                .map_err(|_| {
+                    Error::internal("a session read under the write lock changed before its update")
+                })?;
+                let data = to_json(&used)?;
+                w.event(EventType::BudgetReset.as_str(), None, Some(&data), None)?;
+                check_in(w.tx(), id)
+            },
+            &mut |tx, _| check_in(tx, id),
+        )
     }
+}
 
-    fn check_in(&self, tx: &Connection, id: &str) -> Result<Budget> {
-        let st = sb::select_session_state(tx, id)
-            .map_err(db)?
-            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
-        let b = sb::select_budget(tx, id).map_err(db)?;
-        Ok(budget_view(id, b.as_ref(), &st))
-    }
+/// The session's budget view, read in the transaction.
+///
+/// # Errors
+/// SESSION_NOT_FOUND; the store's.
+fn check_in(tx: &mut dyn Tx, id: &str) -> Result<Budget> {
+    let st = tx
+        .select_session_state(id)?
+        .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
+    let b = tx.select_budget(id)?;
+    Ok(budget_view(id, b.as_ref(), &st))
 }

@@ -1,12 +1,14 @@
 //! `verify`: recompute every session's hash chain (issue 3 §2).
 
-use super::sessions::parse_session_id;
+use super::request::parse_session_id;
 use super::Ledger;
 use crate::chain::GENESIS;
 use crate::error::{Error, Result};
-use crate::store::chain as sql;
-use crate::store::sessions as ss;
+use crate::store::Tx;
 use serde::Serialize;
+
+/// Sessions `verify` reads per page when it walks every session.
+const VERIFY_PAGE: usize = 1000;
 
 /// What `verify` checked, when every chain holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -41,15 +43,11 @@ struct Break {
 }
 
 /// Walks one session's chain; `(events, head, first break)`.
-fn check_session(
-    conn: &rusqlite::Connection,
-    id: &str,
-    rev: i64,
-) -> rusqlite::Result<(u64, [u8; 32], Option<Break>)> {
+fn check_session(tx: &mut dyn Tx, id: &str, rev: i64) -> Result<(u64, [u8; 32], Option<Break>)> {
     let mut count = 0u64;
     let mut prev = GENESIS;
     let mut broken: Option<Break> = None;
-    sql::walk(conn, Some(id), |row| {
+    tx.walk_chain(Some(id), &mut |row| {
         let want_seq = i64::try_from(count).unwrap_or(i64::MAX);
         count += 1;
         let brk = |problem, expected: String, found: String| Break {
@@ -88,7 +86,7 @@ fn check_session(
     // Snapshots are covered through their checkpoint events, which record
     // each one's SHA-256 and size.
     if broken.is_none() {
-        for (seq, state, sha, size) in sql::snapshot_links(conn, id)? {
+        for (seq, state, sha, size) in tx.snapshot_links(id)? {
             use sha2::{Digest, Sha256};
             let have = hex::encode(Sha256::digest(&state));
             let len = i64::try_from(state.len()).unwrap_or(i64::MAX);
@@ -105,7 +103,7 @@ fn check_session(
         }
     }
     if broken.is_none() {
-        if let Some(seq) = sql::first_missing_snapshot(conn, id)? {
+        if let Some(seq) = tx.first_missing_snapshot(id)? {
             broken = Some(Break {
                 seq,
                 problem: "snapshot",
@@ -145,8 +143,7 @@ impl Ledger {
         for id in ids {
             parse_session_id(id)?;
         }
-        self.read(|conn| {
-            let db = |e| self.db_err(e);
+        self.read(|tx| {
             let mut report = VerifyReport {
                 sessions: 0,
                 events: 0,
@@ -154,8 +151,8 @@ impl Ledger {
             };
             let mut first: Option<(String, Break)> = None;
             let mut broken_sessions = 0u64;
-            let mut one = |id: String, rev: i64, head: bool| -> rusqlite::Result<()> {
-                let (n, hash, brk) = check_session(conn, &id, rev)?;
+            let mut one = |tx: &mut dyn Tx, id: String, rev: i64, head: bool| -> Result<()> {
+                let (n, hash, brk) = check_session(tx, &id, rev)?;
                 report.sessions += 1;
                 report.events += n;
                 if let Some(b) = brk {
@@ -174,9 +171,16 @@ impl Ledger {
                 Ok(())
             };
             if ids.is_empty() {
-                sql::sessions_by_id(conn, |id, rev| one(id, rev, false).map(|()| true))
-                    .map_err(db)?;
-                if let Some((id, seq)) = sql::first_orphan(conn).map_err(db)? {
+                let mut after = String::new();
+                loop {
+                    let page = tx.sessions_page(&after, VERIFY_PAGE)?;
+                    let Some((last, _)) = page.last() else { break };
+                    after = last.clone();
+                    for (id, rev) in page {
+                        one(tx, id, rev, false)?;
+                    }
+                }
+                if let Some((id, seq)) = tx.first_orphan_event()? {
                     broken_sessions += 1;
                     if first.is_none() {
                         first = Some((
@@ -192,10 +196,10 @@ impl Ledger {
                 }
             } else {
                 for id in ids {
-                    let Some((_, rev)) = ss::select_status_rev(conn, id).map_err(db)? else {
+                    let Some((_, rev)) = tx.select_status_rev(id)? else {
                         return Err(Error::SessionNotFound { id: id.clone() });
                     };
-                    one(id.clone(), rev, true).map_err(db)?;
+                    one(tx, id.clone(), rev, true)?;
                 }
             }
             match first {

@@ -12,12 +12,10 @@
 //! and never repeats one. `tests/it/feed.rs` races writer processes against
 //! a follower to hold this to account.
 
-use super::db;
-use super::sessions::parse_session_id;
+use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::Event;
-use crate::store::{feed as sql, sessions as ss};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
@@ -139,14 +137,14 @@ impl Ledger {
 
     /// A page and whether more events may be waiting right now.
     fn feed_page(&self, p: &Plan) -> Result<(FeedPage, bool)> {
-        let keep = |e: &Event| p.types.is_empty() || p.types.contains(&e.event_type);
-        self.read(|conn| {
+        let mut keep = |e: &Event| p.types.is_empty() || p.types.contains(&e.event_type);
+        self.read(|tx| {
             if p.sessions.is_empty() {
                 let (events, last, at_end) =
-                    sql::scan_all(conn, p.after, p.limit, FEED_MAX_SCAN, keep).map_err(db)?;
+                    tx.scan_feed(p.after, p.limit, FEED_MAX_SCAN, &mut keep)?;
                 if last == p.after {
                     // Nothing after the cursor: it must not be past the end.
-                    check_cursor(p.after, sql::newest_event_id(conn).map_err(db)?)?;
+                    check_cursor(p.after, tx.newest_event_id()?)?;
                 }
                 // A full page, or a scan cut short by FEED_MAX_SCAN: more
                 // may be waiting. (A full page that ended exactly at the
@@ -167,10 +165,10 @@ impl Ledger {
             }
             let mut all = Vec::new();
             for s in &p.sessions {
-                if !ss::session_exists(conn, s).map_err(db)? {
+                if !tx.session_exists(s)? {
                     return Err(Error::SessionNotFound { id: s.clone() });
                 }
-                all.extend(sql::scan_session(conn, s, p.after, p.limit, keep).map_err(db)?);
+                all.extend(tx.scan_feed_session(s, p.after, p.limit, &mut keep)?);
             }
             all.sort_by_key(|e| e.event_id);
             let full = all.len() >= p.limit;
@@ -180,7 +178,7 @@ impl Ledger {
             let next = if full {
                 all.last().map_or(p.after, |e| e.event_id)
             } else {
-                let newest = sql::newest_event_id(conn).map_err(db)?;
+                let newest = tx.newest_event_id()?;
                 check_cursor(p.after, newest)?;
                 all.last()
                     .map_or(p.after, |e| e.event_id)
@@ -226,7 +224,7 @@ impl Ledger {
             }
             // Read the counter before the snapshot: a commit after this
             // point either is in the snapshot or changes the counter.
-            let seen = sql::data_version(&self.conn).map_err(|e| self.db_err(e))?;
+            let seen = self.data_version()?;
             let (page, more) = self.feed_page(&p)?;
             for e in &page.events {
                 p.after = e.event_id;
@@ -247,7 +245,7 @@ impl Ledger {
                 // connection's file: without this the follow would go
                 // silent instead of failing.
                 self.check_file()?;
-                if sql::data_version(&self.conn).map_err(|e| self.db_err(e))? != seen {
+                if self.data_version()? != seen {
                     break;
                 }
             }

@@ -19,19 +19,16 @@
 //!
 //! A gate records a decision; it authorizes nothing.
 
-use super::db;
-use super::sessions::{
-    conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
-};
+use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
+use super::write::{read_back, Op};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
-use crate::model::{ActorType, EventType, Gate, GateKind, GateStatus, Session, Verb};
+use crate::model::{EventType, Gate, GateKind, GateStatus, Session, SessionStatus, Verb};
 use crate::redact::redact_opt;
-use crate::store::sessions as ss;
-use crate::store::workflow::{self as ws, GateFull, GateRow, NewGate};
+use crate::store::rows::{GateFull, GateRow, NewGate};
+use crate::store::{SessionChange, Tx};
 use crate::validate::{self as v, Lines};
-use rusqlite::Connection;
 use serde::Serialize;
 
 /// `gate list`: a session's gates in opening order.
@@ -68,19 +65,8 @@ pub(super) fn to_gate(g: GateFull) -> Gate {
 }
 
 /// The gate a session waits on, if any.
-pub(super) fn pending_gate(tx: &Connection, id: &str) -> Result<Option<Gate>> {
-    Ok(ws::find_pending_gate(tx, id).map_err(db)?.map(to_gate))
-}
-
-/// Refuses `resume` while a gate is pending (GATE_PENDING).
-pub(super) fn refuse_if_pending(tx: &Connection, id: &str) -> Result<()> {
-    match ws::find_pending_gate(tx, id).map_err(db)? {
-        Some(g) => Err(Error::GatePending {
-            id: id.to_owned(),
-            gate: g.name,
-        }),
-        None => Ok(()),
-    }
+pub(super) fn pending_gate(tx: &mut dyn Tx, id: &str) -> Result<Option<Gate>> {
+    Ok(tx.find_pending_gate(id)?.map(to_gate))
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -88,11 +74,11 @@ fn check_name(name: &str) -> Result<()> {
 }
 
 /// Finds the latest round of a gate and checks that it is pending.
-fn pending_round(tx: &Connection, id: &str, name: &str) -> Result<GateRow> {
-    if !ss::session_exists(tx, id).map_err(db)? {
+fn pending_round(tx: &mut dyn Tx, id: &str, name: &str) -> Result<GateRow> {
+    if !tx.session_exists(id)? {
         return Err(Error::SessionNotFound { id: id.to_owned() });
     }
-    let Some(g) = ws::find_latest_gate(tx, id, name).map_err(db)? else {
+    let Some(g) = tx.find_latest_gate(id, name)? else {
         return Err(Error::GateNotFound {
             id: id.to_owned(),
             gate: name.to_owned(),
@@ -107,20 +93,6 @@ fn pending_round(tx: &Connection, id: &str, name: &str) -> Result<GateRow> {
         });
     }
     Ok(g)
-}
-
-/// Appends the event of the status a gate verb moved the session to
-/// (`paused`, `resumed`, `failed`, `cancelled`) after the gate's own
-/// event, in the same transaction: every change of a session's status
-/// leaves the event of that status, whatever verb caused it (issue 13 §7).
-fn status_event(
-    tx: &Connection,
-    actor: ActorType,
-    id: &str,
-    status: EventType,
-    detail: Option<&str>,
-) -> Result<()> {
-    super::budgets::push_event(tx, actor, id, status.as_str(), detail, None, None, None)
 }
 
 fn data_text(d: &GateData<'_>) -> Result<String> {
@@ -157,10 +129,10 @@ impl Ledger {
         } else {
             EventType::GateApproved
         };
-        let (sql, verb) = if kind.blocks() {
-            (ws::UPDATE_GATE_WAIT, Verb::GateWait)
+        let (status, verb) = if kind.blocks() {
+            (Some(SessionStatus::Paused), Verb::GateWait)
         } else {
-            (ws::UPDATE_GATE_AUTO, Verb::GateAuto)
+            (None, Verb::GateAuto)
         };
         let dg = key_digest(
             m,
@@ -172,44 +144,41 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.mutate(id, m, dg.as_deref(), |tx| {
-            if !conditional_update(tx, sql, id, now, None, m.if_rev)? {
-                return Err(diagnose(tx, id, verb, m.if_rev)?);
-            }
-            let round = match ws::find_latest_gate(tx, id, name).map_err(db)? {
-                Some(g) if g.gate.status == GateStatus::Pending.as_str() => {
-                    return Err(Error::GatePending {
-                        id: id.to_owned(),
-                        gate: g.gate.name,
-                    })
-                }
-                Some(g) => g.gate.round + 1,
-                None => 1,
-            };
-            let data = data_text(&GateData {
-                gate: name,
-                kind: kind.as_str(),
-                round,
-                outcome: None,
-            })?;
-            let seq = self.append(
-                tx,
-                id,
-                event_type.as_str(),
-                None,
-                Some(&data),
-                m,
-                dg.as_deref(),
-            )?;
-            if kind.blocks() {
-                // The session paused: that change leaves its own event.
-                status_event(tx, self.opts.actor, id, EventType::Paused, None)?;
-            }
-            let s = read_back(tx, id)?;
-            ws::insert_gate(
-                tx,
-                &NewGate {
+        let op = Op {
+            id,
+            verb,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                // A blocking gate pauses the session: the kernel then
+                // records `paused` after `gate_opened` (issue 13 §7).
+                w.update(SessionChange {
+                    status,
+                    ..SessionChange::default()
+                })?;
+                let round = match w.tx().find_latest_gate(id, name)? {
+                    Some(g) if g.gate.status == GateStatus::Pending.as_str() => {
+                        return Err(Error::GatePending {
+                            id: id.to_owned(),
+                            gate: g.gate.name,
+                        })
+                    }
+                    Some(g) => g.gate.round + 1,
+                    None => 1,
+                };
+                let data = data_text(&GateData {
+                    gate: name,
+                    kind: kind.as_str(),
+                    round,
+                    outcome: None,
+                })?;
+                let seq = w.event(event_type.as_str(), None, Some(&data), None)?;
+                let s = w.session()?;
+                w.tx().insert_gate(&NewGate {
                     session_id: id,
                     name,
                     round,
@@ -217,11 +186,11 @@ impl Ledger {
                     seq,
                     at_ms: s.updated_at_ms,
                     approved: !kind.blocks(),
-                },
-            )
-            .map_err(db)?;
-            Ok(s)
-        })
+                })?;
+                Ok(s)
+            },
+            &mut |tx, _| read_back(tx, id),
+        )
     }
 
     /// Approves the pending gate `name`: the session resumes (paused →
@@ -282,27 +251,27 @@ impl Ledger {
             v::text(field, t, 1, v::REASON_MAX, Lines::Multi)?;
         }
         let text = redact_opt(text.as_deref());
-        let (sql, verb, event_type, status, outcome) = match reject {
+        let (verb, event_type, status, outcome, to) = match reject {
             None => (
-                ws::UPDATE_GATE_APPROVE,
                 Verb::GateApprove,
                 EventType::GateApproved,
                 GateStatus::Approved,
                 None,
+                SessionStatus::Active,
             ),
             Some(false) => (
-                ws::UPDATE_GATE_REJECT,
                 Verb::GateReject,
                 EventType::GateRejected,
                 GateStatus::Rejected,
                 Some("failed"),
+                SessionStatus::Failed,
             ),
             Some(true) => (
-                ws::UPDATE_GATE_ABORT,
                 Verb::GateAbort,
                 EventType::GateRejected,
                 GateStatus::Rejected,
                 Some("cancelled"),
+                SessionStatus::Cancelled,
             ),
         };
         let dg = key_digest(
@@ -315,55 +284,55 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.mutate(id, m, dg.as_deref(), |tx| {
-            let g = pending_round(tx, id, name)?;
-            // The reason is stored as end_reason by a rejection only.
-            let stored = reject.and(text.as_deref());
-            if !conditional_update(tx, sql, id, now, stored, m.if_rev)? {
-                return Err(diagnose(tx, id, verb, m.if_rev)?);
-            }
-            if let Some(ended) = outcome {
-                // A rejection ends the session: its open runs end first.
-                super::run_end::cancel_open_runs(tx, self.opts.actor, id, ended, now)?;
-            }
-            let data = data_text(&GateData {
-                gate: name,
-                kind: &g.gate.kind,
-                round: g.gate.round,
-                outcome,
-            })?;
-            let seq = self.append(
-                tx,
-                id,
-                event_type.as_str(),
-                text.as_deref(),
-                Some(&data),
-                m,
-                dg.as_deref(),
-            )?;
-            // The status change leaves its own event, last: `resumed`, or
-            // `failed` / `cancelled` with the rejection's reason as detail.
-            let follow = match outcome {
-                None => EventType::Resumed,
-                Some("failed") => EventType::Failed,
-                Some(_) => EventType::Cancelled,
-            };
-            let detail = reject.and(text.as_deref());
-            status_event(tx, self.opts.actor, id, follow, detail)?;
-            let s = read_back(tx, id)?;
-            ws::decide_gate(
-                tx,
-                g.gate_id,
-                status.as_str(),
-                seq,
-                s.updated_at_ms,
-                text.as_deref(),
-                outcome,
-            )
-            .map_err(db)?;
-            Ok(s)
-        })
+        // The reason is stored as end_reason by a rejection only.
+        let stored = reject.and(text.as_deref());
+        let op = Op {
+            id,
+            verb,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |tx| pending_round(tx, id, name),
+            |w, g| {
+                w.update(SessionChange {
+                    status: Some(to),
+                    end_reason: stored,
+                    ..SessionChange::default()
+                })?;
+                if to.is_terminal() {
+                    // A rejection ends the session: its open runs end first.
+                    super::run_end::cancel_open_runs(w, to)?;
+                }
+                let data = data_text(&GateData {
+                    gate: name,
+                    kind: &g.gate.kind,
+                    round: g.gate.round,
+                    outcome,
+                })?;
+                let seq = w.event(event_type.as_str(), text.as_deref(), Some(&data), None)?;
+                // The status change's own event, last: `resumed`, or
+                // `failed` / `cancelled` with the rejection's reason.
+                let follow = match to {
+                    SessionStatus::Failed => EventType::Failed,
+                    SessionStatus::Cancelled => EventType::Cancelled,
+                    _ => EventType::Resumed,
+                };
+                w.side_event(follow.as_str(), stored, None, None)?;
+                let s = w.session()?;
+                w.tx().decide_gate(
+                    g.gate_id,
+                    status.as_str(),
+                    seq,
+                    s.updated_at_ms,
+                    text.as_deref(),
+                    outcome,
+                )?;
+                Ok(s)
+            },
+            &mut |tx, _| read_back(tx, id),
+        )
     }
 
     /// `gate list`: every gate of a session, oldest first.
@@ -373,14 +342,10 @@ impl Ledger {
     pub fn list_gates(&self, id: &str) -> Result<GateList> {
         parse_session_id(id)?;
         self.read(|tx| {
-            if !ss::session_exists(tx, id).map_err(db)? {
+            if !tx.session_exists(id)? {
                 return Err(Error::SessionNotFound { id: id.to_owned() });
             }
-            let gates = ws::select_gates(tx, id)
-                .map_err(db)?
-                .into_iter()
-                .map(to_gate)
-                .collect();
+            let gates = tx.select_gates(id)?.into_iter().map(to_gate).collect();
             Ok(GateList {
                 session_id: id.to_owned(),
                 gates,

@@ -9,14 +9,11 @@
 //! committed batches did (issue 13 §13, §14). Formats and mappings:
 //! `docs/import-export.md`.
 
-use super::db;
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::store::sessions as ss;
-use crate::store::transfer as st;
+use crate::store::Tx;
 use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, Source};
 use crate::transfer::{Bad, ImportFormat, ImportReport, Rejection, IMPORT_BATCH_SESSIONS};
-use rusqlite::Connection;
 use std::io::BufRead;
 use std::path::Path;
 
@@ -291,11 +288,11 @@ impl Ledger {
         let mut snapshot = report.clone();
         let range = self
             .write(|tx| {
-                let after = st::max_insert_seq(tx).map_err(db)?;
+                let after = tx.max_insert_seq()?;
                 for item in batch {
                     apply(tx, item, written, after, &mut snapshot, deferred)?;
                 }
-                Ok((after, st::max_insert_seq(tx).map_err(db)?))
+                Ok((after, tx.max_insert_seq()?))
             })
             .map_err(|e| self.fill_path(e))?;
         written.batches.push(range);
@@ -307,7 +304,7 @@ impl Ledger {
 
 /// Applies one item inside the batch's transaction.
 fn apply(
-    tx: &Connection,
+    tx: &mut dyn Tx,
     item: Item,
     written: &Written,
     open_after: i64,
@@ -330,7 +327,7 @@ fn apply(
         }
     };
     let id = Some(rows.session_id.clone());
-    match st::find_insert_seq(tx, &rows.session_id).map_err(db)? {
+    match tx.find_insert_seq(&rows.session_id)? {
         Some(seq) if written.contains(seq, open_after) => {
             let b = Bad::new("session_id", "appears more than once in this input");
             report.reject(rejection(&file, line, id, b));
@@ -343,7 +340,7 @@ fn apply(
         None => {}
     }
     if let Some(p) = &rows.parent_session_id {
-        if !ss::session_exists(tx, p).map_err(db)? {
+        if !tx.session_exists(p)? {
             deferred.push(Deferred {
                 loc,
                 raw,
@@ -355,7 +352,7 @@ fn apply(
         }
     }
     for (i, r) in rows.workflow.runs.iter().enumerate() {
-        if st::run_exists(tx, &r.run_id).map_err(db)? {
+        if tx.run_exists(&r.run_id)? {
             let b = Bad::new(
                 format!("runs[{i}].run_id"),
                 "is already the id of a run in the database (of another session)",
@@ -364,16 +361,16 @@ fn apply(
             return Ok(());
         }
     }
-    st::exec(tx, st::SAVEPOINT).map_err(db)?;
-    match st::insert_session_rows(tx, &rows) {
-        Ok(()) => {
-            st::exec(tx, st::RELEASE).map_err(db)?;
+    tx.savepoint()?;
+    match tx.insert_session_rows(&rows) {
+        Ok(true) => {
+            tx.release_savepoint()?;
             report.imported += 1;
             report.events += rows.events.len() as u64;
         }
-        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
-            st::exec(tx, st::ROLLBACK_TO).map_err(db)?;
-            st::exec(tx, st::RELEASE).map_err(db)?;
+        Ok(false) => {
+            tx.rollback_to_savepoint()?;
+            tx.release_savepoint()?;
             let b = Bad::new(
                 "record",
                 "was refused by the database (a constraint or trigger failed)",
@@ -381,8 +378,8 @@ fn apply(
             report.reject(rejection(&file, line, id, b));
         }
         Err(e) => {
-            let _ = st::exec(tx, st::ROLLBACK_TO);
-            return Err(db(e));
+            let _ = tx.rollback_to_savepoint();
+            return Err(e);
         }
     }
     Ok(())

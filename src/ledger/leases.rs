@@ -19,17 +19,16 @@
 //!   the seed's lock "prevents concurrent modifications" — and applies
 //!   when there is no lease or only a dead one.
 
-use super::db;
-use super::sessions::{diagnose, parse_session_id, read_back, validate_key};
+use super::guards::{dead_reason, held, token_sha256};
+use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
+use super::write::{read_back, Op, Write};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
-use crate::store::events::{self as ev, NewEvent};
-use crate::store::workflow::{self as ws, LeaseRow};
-use rusqlite::{params, Connection};
+use crate::store::rows::LeaseRow;
+use crate::store::{SessionChange, Tx};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 /// Default lease time to live: 300,000 ms (5 minutes).
 pub const LEASE_TTL_DEFAULT_MS: i64 = 300_000;
@@ -132,26 +131,6 @@ pub fn pid_alive(pid: i64) -> bool {
     )
 }
 
-/// Why a lease no longer blocks others: `None` while it is live.
-fn dead_reason(l: &LeaseRow, now: i64, host: &str) -> Option<&'static str> {
-    if l.expires_at_ms <= now {
-        Some("expired")
-    } else if l.hostname == host && !pid_alive(l.pid) {
-        Some("owner_gone")
-    } else {
-        None
-    }
-}
-
-fn held(id: &str, l: &LeaseRow) -> Error {
-    Error::LeaseHeld {
-        id: id.to_owned(),
-        expires_at_ms: l.expires_at_ms,
-        pid: l.pid,
-        hostname: l.hostname.clone(),
-    }
-}
-
 /// Checks a lease token's shape (never echoing it).
 ///
 /// # Errors
@@ -172,53 +151,15 @@ pub fn validate_token(field: &str, token: &str) -> Result<()> {
     }
 }
 
-fn token_sha256(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
 fn new_token() -> Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
     Ok(format!("{TOKEN_PREFIX}{}", hex::encode(bytes)))
 }
 
-/// The lease rule every mutation of an existing session applies inside its
-/// transaction (see the module docs).
-///
-/// # Errors
-/// LEASE_HELD, LEASE_NOT_FOUND.
-pub(super) fn check_lease(
-    tx: &Connection,
-    id: &str,
-    presented: Option<&str>,
-    now: i64,
-) -> Result<()> {
-    let row = ws::find_lease(tx, id).map_err(db)?;
-    let Some(l) = row else {
-        return match presented {
-            None => Ok(()),
-            Some(_) => Err(Error::LeaseNotFound { id: id.to_owned() }),
-        };
-    };
-    if let Some(t) = presented {
-        if token_sha256(t) == l.token_sha256 {
-            return if l.expires_at_ms > now {
-                Ok(())
-            } else {
-                Err(Error::LeaseNotFound { id: id.to_owned() })
-            };
-        }
-    }
-    match (dead_reason(&l, now, &hostname()), presented) {
-        (None, _) => Err(held(id, &l)),
-        (Some(_), Some(_)) => Err(Error::LeaseNotFound { id: id.to_owned() }),
-        (Some(_), None) => Ok(()),
-    }
-}
-
 /// The lease `show` reports.
-pub(super) fn lease_info(tx: &Connection, id: &str, now: i64) -> Result<Option<LeaseInfo>> {
-    Ok(ws::find_lease(tx, id).map_err(db)?.map(|l| LeaseInfo {
+pub(super) fn lease_info(tx: &mut dyn Tx, id: &str, now: i64) -> Result<Option<LeaseInfo>> {
+    Ok(tx.find_lease(id)?.map(|l| LeaseInfo {
         live: dead_reason(&l, now, &hostname()).is_none(),
         pid: l.pid,
         hostname: l.hostname,
@@ -238,41 +179,8 @@ struct LeaseData<'a> {
     previous: Option<&'a PreviousOwner>,
 }
 
-fn append_lease_event(
-    ledger: &Ledger,
-    tx: &Connection,
-    id: &str,
-    event_type: EventType,
-    data: &LeaseData<'_>,
-    m: Option<(&str, &str)>,
-) -> Result<i64> {
-    let data = serde_json::to_string(data).map_err(|e| Error::internal(e.to_string()))?;
-    ev::insert_event(
-        tx,
-        &NewEvent {
-            run_id: None,
-            session_id: id,
-            event_type: event_type.as_str(),
-            actor_type: ledger.opts.actor,
-            detail: None,
-            data: Some(&data),
-            idempotency: m,
-        },
-    )
-    .map(|(_, seq)| seq)
-    .map_err(db)
-}
-
-fn touch(tx: &Connection, id: &str, now: i64, if_rev: Option<i64>) -> Result<bool> {
-    let n = match if_rev {
-        None => tx
-            .prepare_cached(ws::UPDATE_LIVE_TOUCH[0])
-            .and_then(|mut st| st.execute(params![id, now])),
-        Some(r) => tx
-            .prepare_cached(ws::UPDATE_LIVE_TOUCH[1])
-            .and_then(|mut st| st.execute(params![id, now, r])),
-    };
-    n.map(|n| n == 1).map_err(db)
+fn lease_data(data: &LeaseData<'_>) -> Result<String> {
+    serde_json::to_string(data).map_err(|e| Error::internal(e.to_string()))
 }
 
 impl Ledger {
@@ -316,88 +224,20 @@ impl Ledger {
             ));
         }
         let host = hostname();
-        let now = self.now_ms();
-        self.write(|tx| {
-            if !touch(tx, id, now, m.if_rev)? {
-                return Err(diagnose(tx, id, Verb::Lease, m.if_rev)?);
-            }
-            let current = ws::find_lease(tx, id).map_err(db)?;
-            let mine = match (&current, m.lease.as_deref()) {
-                (Some(l), Some(t)) => token_sha256(t) == l.token_sha256,
-                _ => false,
-            };
-            let mut previous = None;
-            let (token, event) = if mine {
-                let t = m.lease.clone().unwrap_or_default();
-                if current.as_ref().is_some_and(|l| l.expires_at_ms <= now) {
-                    return Err(Error::LeaseNotFound { id: id.to_owned() });
-                }
-                (t, EventType::LeaseAcquired)
-            } else {
-                if let Some(l) = &current {
-                    match dead_reason(l, now, &host) {
-                        None => return Err(held(id, l)),
-                        Some(reason) => {
-                            previous = Some(PreviousOwner {
-                                pid: l.pid,
-                                hostname: l.hostname.clone(),
-                                expires_at_ms: l.expires_at_ms,
-                                reason,
-                            });
-                        }
-                    }
-                }
-                if m.lease.is_some() {
-                    return Err(Error::LeaseNotFound { id: id.to_owned() });
-                }
-                let event = if previous.is_some() {
-                    EventType::LeaseTakenOver
-                } else {
-                    EventType::LeaseAcquired
-                };
-                (new_token()?, event)
-            };
-            let expires_at_ms = now.saturating_add(ttl);
-            let seq = append_lease_event(
-                self,
-                tx,
-                id,
-                event,
-                &LeaseData {
-                    pid,
-                    hostname: &host,
-                    expires_at_ms,
-                    renewed: mine,
-                    previous: previous.as_ref(),
-                },
-                None,
-            )?;
-            ws::upsert_lease(
-                tx,
-                id,
-                &LeaseRow {
-                    token_sha256: token_sha256(&token),
-                    pid,
-                    hostname: host.clone(),
-                    acquired_at_ms: now,
-                    expires_at_ms,
-                    acquired_seq: seq,
-                },
-            )
-            .map_err(db)?;
-            Ok(Lease {
-                token,
-                session_id: id.to_owned(),
-                pid,
-                hostname: host.clone(),
-                acquired_at_ms: now,
-                expires_at_ms,
-                renewed: mine,
-                taken_over_from: previous,
-                session: read_back(tx, id)?,
-            })
-        })
-        .map_err(|e| self.fill_path(e))
+        let op = Op {
+            id,
+            verb: Verb::Lease,
+            m,
+            digest: None,
+        };
+        let refused = || Error::internal("lock takes no idempotency key, so nothing replays");
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| take(w, m, ttl, pid, &host),
+            &mut |_, _| Err(refused()),
+        )
+        .map(Written::into_inner)
     }
 
     /// Releases the session's lease held with `token` (expired or not, as
@@ -419,9 +259,9 @@ impl Ledger {
             ..m.clone()
         };
         validate_key(&m)?;
-        let dg = super::sessions::key_digest(
+        let dg = key_digest(
             &m,
-            &super::sessions::VerbDigest {
+            &VerbDigest {
                 verb: "unlock",
                 text: None,
                 step: None,
@@ -430,32 +270,113 @@ impl Ledger {
             },
         )?;
         let host = hostname();
-        let now = self.now_ms();
-        self.mutate(id, &m, dg.as_deref(), |tx| {
-            if !touch(tx, id, now, m.if_rev)? {
-                return Err(diagnose(tx, id, Verb::Lease, m.if_rev)?);
-            }
-            let l = match ws::find_lease(tx, id).map_err(db)? {
-                Some(l) if l.token_sha256 == token_sha256(token) => l,
-                Some(l) if dead_reason(&l, now, &host).is_none() => return Err(held(id, &l)),
-                _ => return Err(Error::LeaseNotFound { id: id.to_owned() }),
-            };
-            append_lease_event(
-                self,
-                tx,
-                id,
-                EventType::LeaseReleased,
-                &LeaseData {
-                    pid: l.pid,
-                    hostname: &l.hostname,
-                    expires_at_ms: l.expires_at_ms,
-                    renewed: false,
-                    previous: None,
-                },
-                m.idempotency_key.as_deref().zip(dg.as_deref()),
-            )?;
-            ws::delete_lease(tx, id).map_err(db)?;
-            read_back(tx, id)
-        })
+        let op = Op {
+            id,
+            verb: Verb::Lease,
+            m: &m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| release(w, token, &host),
+            &mut |tx, _| read_back(tx, id),
+        )
     }
+}
+
+/// The body of `lock`: the live-touch UPDATE, then the lease taken,
+/// renewed or taken over (module docs), its event and row.
+fn take(w: &mut Write<'_, '_>, m: &Mutation, ttl: i64, pid: i64, host: &str) -> Result<Lease> {
+    let (id, now) = (w.id(), w.now());
+    w.update(SessionChange::default())?;
+    let current = w.state().lease.clone();
+    let mine = match (&current, m.lease.as_deref()) {
+        (Some(l), Some(t)) => token_sha256(t) == l.token_sha256,
+        _ => false,
+    };
+    let mut previous = None;
+    let (token, event) = if mine {
+        let t = m.lease.clone().unwrap_or_default();
+        if current.as_ref().is_some_and(|l| l.expires_at_ms <= now) {
+            return Err(Error::LeaseNotFound { id: id.to_owned() });
+        }
+        (t, EventType::LeaseAcquired)
+    } else {
+        if let Some(l) = &current {
+            match dead_reason(l, now, host) {
+                None => return Err(held(id, l)),
+                Some(reason) => {
+                    previous = Some(PreviousOwner {
+                        pid: l.pid,
+                        hostname: l.hostname.clone(),
+                        expires_at_ms: l.expires_at_ms,
+                        reason,
+                    });
+                }
+            }
+        }
+        if m.lease.is_some() {
+            return Err(Error::LeaseNotFound { id: id.to_owned() });
+        }
+        let event = if previous.is_some() {
+            EventType::LeaseTakenOver
+        } else {
+            EventType::LeaseAcquired
+        };
+        (new_token()?, event)
+    };
+    let expires_at_ms = now.saturating_add(ttl);
+    let data = lease_data(&LeaseData {
+        pid,
+        hostname: host,
+        expires_at_ms,
+        renewed: mine,
+        previous: previous.as_ref(),
+    })?;
+    let seq = w.event(event.as_str(), None, Some(&data), None)?;
+    w.tx().upsert_lease(
+        id,
+        &LeaseRow {
+            token_sha256: token_sha256(&token),
+            pid,
+            hostname: host.to_owned(),
+            acquired_at_ms: now,
+            expires_at_ms,
+            acquired_seq: seq,
+        },
+    )?;
+    Ok(Lease {
+        token,
+        session_id: id.to_owned(),
+        pid,
+        hostname: host.to_owned(),
+        acquired_at_ms: now,
+        expires_at_ms,
+        renewed: mine,
+        taken_over_from: previous,
+        session: w.session()?,
+    })
+}
+
+/// The body of `unlock`: the live-touch UPDATE, the lease event, the row
+/// deleted.
+fn release(w: &mut Write<'_, '_>, token: &str, host: &str) -> Result<Session> {
+    let (id, now) = (w.id(), w.now());
+    w.update(SessionChange::default())?;
+    let l = match w.state().lease.clone() {
+        Some(l) if l.token_sha256 == token_sha256(token) => l,
+        Some(l) if dead_reason(&l, now, host).is_none() => return Err(held(id, &l)),
+        _ => return Err(Error::LeaseNotFound { id: id.to_owned() }),
+    };
+    let data = lease_data(&LeaseData {
+        pid: l.pid,
+        hostname: &l.hostname,
+        expires_at_ms: l.expires_at_ms,
+        renewed: false,
+        previous: None,
+    })?;
+    w.event(EventType::LeaseReleased.as_str(), None, Some(&data), None)?;
+    w.tx().delete_lease(id)?;
+    w.session()
 }

@@ -11,16 +11,20 @@ mod budgets;
 mod chain;
 mod feed;
 mod gates;
+mod guards;
 mod import;
 mod leases;
 mod query;
+mod request;
 mod run_end;
 mod runs;
 mod sessions;
+mod show;
 mod snapshots;
 mod stages;
 mod transfer;
 mod tree;
+mod write;
 mod written;
 
 pub use admin::{BackupReport, CheckLevel, DoctorCheck, DoctorReport, WAL_PROBLEM_BYTES};
@@ -40,26 +44,24 @@ pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
 pub use tree::{ChildCounts, SessionTree, TreeNode, TREE_MAX_NODES};
 pub use written::{Replayed, Written};
 
-pub use sessions::{
-    AppendEvent, CheckpointRequest, CreateSession, EventPage, ListSessions, Mutation, Resolved,
-    ResolvedState, SessionPage, SessionView,
+pub use request::Mutation;
+pub use sessions::{AppendEvent, CheckpointRequest, CreateSession};
+pub use show::{
+    EventPage, ListSessions, Resolved, ResolvedState, SessionPage, SessionView, LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
 };
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::ActorType;
 use crate::store::files::FileId;
-use crate::store::tx::Tx;
+use crate::store::sqlite_tx::SqliteTx;
+use crate::store::tx::Txn;
+use crate::store::Tx;
 use crate::store::{self, writelock::WriterLock, StoreConfig, SyncMode};
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-
-/// A driver error inside a `Ledger` method's transaction, classified by
-/// SQLite's code; the method's `fill_path` adds the path and busy timeout.
-pub(super) fn db(e: rusqlite::Error) -> Error {
-    Error::from_sqlite(e, 0)
-}
 
 /// WAL pages after which a checkpoint runs at `synchronous=NORMAL`: 5,000
 /// (≈ 20 MiB of WAL), five times SQLite's default, so that each hot page is
@@ -479,13 +481,30 @@ impl Ledger {
         self.opts.clock.now_ms()
     }
 
+    /// A counter that changes whenever another connection commits
+    /// (`PRAGMA data_version`): what a follower waits on between reads.
+    ///
+    /// # Errors
+    /// The store's.
+    fn data_version(&self) -> Result<i64> {
+        store::feed::data_version(&self.conn).map_err(|e| self.db_err(e))
+    }
+
+    /// The query plan of a listing (SQLite's `EXPLAIN QUERY PLAN`).
+    ///
+    /// # Errors
+    /// The store's.
+    fn explain_list_query(&self, q: &store::rows::ListQuery) -> Result<Vec<String>> {
+        store::list::explain(&self.conn, q).map_err(|e| self.db_err(e))
+    }
+
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits on `Ok`, rolls
     /// back on `Err` (before returning).
     ///
     /// Writers of this and other logbook processes queue on the sidecar
     /// writer lock first (see `store::writelock`); the whole wait, queue and
     /// SQLite lock together, is bounded by the busy timeout.
-    fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::StoreIo {
                 context: "the database was opened read-only (--read-only); this command writes"
@@ -509,7 +528,7 @@ impl Ledger {
 
     fn write_locked<T>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T>,
+        f: impl FnOnce(&mut dyn Tx) -> Result<T>,
         held: Option<store::writelock::Held>,
     ) -> Result<T> {
         let release = |held: Option<store::writelock::Held>| {
@@ -517,7 +536,7 @@ impl Ledger {
                 self.writer_lock.borrow_mut().release(h);
             }
         };
-        let tx = match Tx::immediate(&self.conn) {
+        let tx = match Txn::immediate(&self.conn) {
             Ok(tx) => tx,
             Err(e) => {
                 release(held);
@@ -527,7 +546,7 @@ impl Ledger {
         // Inside the write transaction: a replaced file is refused before
         // anything is written, and the check cannot be overtaken by a
         // write of this handle.
-        let out = match self.check_file().and_then(|()| f(&tx)) {
+        let out = match self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx))) {
             Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();
@@ -541,10 +560,10 @@ impl Ledger {
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
         store::busy::start(self.opts.busy_timeout_ms);
-        let tx = Tx::read(&self.conn).map_err(|e| self.db_err(e))?;
-        let out = self.check_file().and_then(|()| f(&tx));
+        let tx = Txn::read(&self.conn).map_err(|e| self.db_err(e))?;
+        let out = self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx)));
         // Ending a read transaction cannot lose anything; ignore its result.
         let _ = tx.rollback();
         out

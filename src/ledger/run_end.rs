@@ -12,12 +12,10 @@
 //! stays the last of the timeline. The session's rev goes up by 1 for the
 //! whole change (one mutation), however many runs it cancels.
 
-use super::budgets::push_event;
-use super::db;
+use super::write::Write;
 use crate::error::{Error, Result};
-use crate::model::{ActorType, EventType};
-use crate::store::runs as sr;
-use rusqlite::{params, Connection};
+use crate::model::{EventType, SessionStatus};
+use crate::store::RunChange;
 use serde::Serialize;
 
 /// The error code of a run cancelled because its session ended.
@@ -28,49 +26,39 @@ struct CodeData {
     code: &'static str,
 }
 
-/// Cancels every pending or running run of `session_id`, which is ending
-/// as `ended` (`"completed"`, `"failed"` or `"cancelled"`): one conditional
-/// UPDATE and one `run_cancelled` event per run (module docs). Call it in
-/// the session's ending transaction, after its UPDATE and before its
-/// terminal event. Returns how many runs it cancelled.
+/// Cancels every pending or running run of the session `w` is ending as
+/// `ended` (completed, failed or cancelled): one guarded run UPDATE and one
+/// `run_cancelled` side event per run (module docs). Call it in the
+/// session's ending mutation, after its UPDATE and before its terminal
+/// event. Returns how many runs it cancelled.
 ///
 /// # Errors
 /// INTERNAL if a run read under the write lock changed; the store's errors.
-pub(super) fn cancel_open_runs(
-    tx: &Connection,
-    actor: ActorType,
-    session_id: &str,
-    ended: &str,
-    at_ms: i64,
-) -> Result<usize> {
-    let ids = sr::select_open_run_ids(tx, session_id).map_err(db)?;
+pub(super) fn cancel_open_runs(w: &mut Write<'_, '_>, ended: SessionStatus) -> Result<usize> {
+    let id = w.id();
+    let ids = w.tx().select_open_run_ids(id)?;
     if ids.is_empty() {
         return Ok(0);
     }
-    let message = format!("the session was {ended}");
+    let message = format!("the session was {}", ended.as_str());
     let data = serde_json::to_string(&CodeData {
         code: SESSION_ENDED,
     })
     .map_err(|e| Error::internal(format!("cannot encode event data: {e}")))?;
-    let mut update = tx
-        .prepare_cached(sr::UPDATE_RUN_SESSION_ENDED)
-        .map_err(db)?;
-    for id in &ids {
-        let n = update
-            .execute(params![id, at_ms, SESSION_ENDED, message])
-            .map_err(db)?;
-        if n != 1 {
+    let at = w.now();
+    for run in &ids {
+        let change = RunChange::SessionEnded {
+            code: SESSION_ENDED,
+            message: &message,
+        };
+        if w.tx().update_run(run, change, at)? != 1 {
             return Err(Error::internal("a run read under the write lock changed"));
         }
-        push_event(
-            tx,
-            actor,
-            session_id,
+        w.side_event(
             EventType::RunCancelled.as_str(),
             Some(&message),
             Some(&data),
-            Some(id),
-            None,
+            Some(run),
         )?;
     }
     Ok(ids.len())

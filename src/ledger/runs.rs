@@ -25,22 +25,17 @@
 //! running runs in the same transaction (`ledger::run_end`), so no run is
 //! left unfinished in a frozen session.
 
-use super::budgets::{
-    add_total, add_usage, apply_usage, check_count, live_state, push_event, writable_state,
-};
-use super::db;
-use super::sessions::{
-    key_digest, parse_session_id, replay_hit, replayed, validate_key, VerbDigest,
-};
+use super::budgets::{add_total, add_usage, append_crossing, apply_usage, check_count};
+use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
+use super::write::{key_reused, Op, Write};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
-use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage};
+use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage, Verb};
 use crate::redact::{redact, redact_json};
-use crate::store::runs as sr;
-use crate::store::sessions as ss;
+use crate::store::rows::KeyHit;
+use crate::store::{RunChange, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
-use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -128,37 +123,18 @@ fn to_json(v: &impl Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode event data: {e}")))
 }
 
-fn key_reused() -> Error {
-    Error::invalid(
-        "idempotency_key",
-        "was already used on this session with different arguments",
-    )
-}
-
-/// A retry of an applied request: the run it produced (or changed), read
-/// now.
-fn replay_run(
-    tx: &Connection,
-    session_id: &str,
-    m: &Mutation,
-    dg: Option<&str>,
-) -> Result<Option<Written<Run>>> {
-    let Some(hit) = replay_hit(tx, session_id, m.idempotency_key.as_deref(), dg)? else {
-        return Ok(None);
-    };
-    // A key used by a session verb on this session, retried by a run verb:
-    // the same key with other arguments.
+/// What a replay of a run verb answers with: the run its key's event
+/// names, read now. A key a session verb used on this session, retried by
+/// a run verb, is the same key with other arguments.
+fn replay_run(tx: &mut dyn Tx, hit: &KeyHit) -> Result<Run> {
     let Some(run_id) = hit.run_id.as_deref() else {
         return Err(key_reused());
     };
-    Ok(sr::find_run(tx, run_id)
-        .map_err(db)?
-        .map(|r| Written::replay(r, replayed(&hit))))
+    read_run(tx, run_id)
 }
 
-fn read_run(tx: &Connection, id: &str) -> Result<Run> {
-    sr::find_run(tx, id)
-        .map_err(db)?
+fn read_run(tx: &mut dyn Tx, id: &str) -> Result<Run> {
+    tx.find_run(id)?
         .ok_or_else(|| Error::internal("an updated run could not be read back"))
 }
 
@@ -195,61 +171,43 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.write(|tx| {
-            if let Some(r) = replay_run(tx, session_id, m, dg.as_deref())? {
-                return Ok(r);
-            }
-            let st = writable_state(
-                tx,
-                session_id,
-                "create a run in",
-                m.if_rev,
-                m.lease.as_deref(),
-                now,
-            )?;
-            let at = now.max(st.updated_at_ms);
-            let mut attempt = 0;
-            let run_id = loop {
-                let id = new_run_id()?;
-                let res = sr::insert_run(
-                    tx,
-                    id.as_str(),
-                    session_id,
-                    input.as_deref(),
-                    metadata.as_deref().unwrap_or("{}"),
-                    at,
-                );
-                match res {
-                    Ok(()) => break id,
-                    // A random 64-bit id colliding is vanishingly rare.
-                    Err(e)
-                        if attempt < 3
-                            && e.sqlite_error_code()
-                                == Some(rusqlite::ErrorCode::ConstraintViolation) =>
-                    {
-                        attempt += 1;
+        let op = Op {
+            id: session_id,
+            verb: Verb::CreateRun,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                let at = w.at();
+                let mut attempt = 0;
+                let run_id = loop {
+                    let id = new_run_id()?;
+                    let fresh = w.tx().insert_run(
+                        id.as_str(),
+                        session_id,
+                        input.as_deref(),
+                        metadata.as_deref().unwrap_or("{}"),
+                        at,
+                    )?;
+                    match fresh {
+                        true => break id,
+                        // A random 64-bit id colliding is vanishingly rare.
+                        false if attempt < 3 => attempt += 1,
+                        false => {
+                            return Err(Error::internal("four random run ids in a row were taken"))
+                        }
                     }
-                    Err(e) => return Err(db(e)),
-                }
-            };
-            touch(tx, session_id, at)?;
-            let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            let actor = self.opts.actor;
-            let rid = Some(run_id.as_str());
-            push_event(
-                tx,
-                actor,
-                session_id,
-                EventType::RunCreated.as_str(),
-                None,
-                None,
-                rid,
-                key,
-            )?;
-            read_run(tx, run_id.as_str()).map(Written::applied)
-        })
-        .map_err(|e| self.fill_path(e))
+                };
+                w.update(SessionChange::default())?;
+                let rid = Some(run_id.as_str());
+                w.event(EventType::RunCreated.as_str(), None, None, rid)?;
+                read_run(w.tx(), run_id.as_str())
+            },
+            &mut replay_run,
+        )
     }
 
     /// pending → running (`run start RUN`): event `run_started`. At most one
@@ -361,11 +319,9 @@ impl Ledger {
     pub fn get_run(&self, run_id: &str) -> Result<Run> {
         parse_run_id(run_id)?;
         self.read(|tx| {
-            sr::find_run(tx, run_id)
-                .map_err(db)?
-                .ok_or_else(|| Error::RunNotFound {
-                    id: run_id.to_owned(),
-                })
+            tx.find_run(run_id)?.ok_or_else(|| Error::RunNotFound {
+                id: run_id.to_owned(),
+            })
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -379,12 +335,12 @@ impl Ledger {
     pub fn list_runs(&self, session_id: &str, statuses: &[RunStatus]) -> Result<Vec<Run>> {
         parse_session_id(session_id)?;
         self.read(|tx| {
-            if !ss::session_exists(tx, session_id).map_err(db)? {
+            if !tx.session_exists(session_id)? {
                 return Err(Error::SessionNotFound {
                     id: session_id.to_owned(),
                 });
             }
-            let mut runs = sr::select_runs(tx, session_id).map_err(db)?;
+            let mut runs = tx.select_runs(session_id)?;
             if !statuses.is_empty() {
                 runs.retain(|r| statuses.contains(&r.status));
             }
@@ -401,12 +357,12 @@ impl Ledger {
     pub fn active_run(&self, session_id: &str) -> Result<Option<Run>> {
         parse_session_id(session_id)?;
         self.read(|tx| {
-            if !ss::session_exists(tx, session_id).map_err(db)? {
+            if !tx.session_exists(session_id)? {
                 return Err(Error::SessionNotFound {
                     id: session_id.to_owned(),
                 });
             }
-            sr::find_running_run(tx, session_id).map_err(db)
+            tx.find_running_run(session_id)
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -445,125 +401,131 @@ impl Ledger {
         } else {
             data
         };
-        let now = self.now_ms();
+        // The session's `--if-rev` is checked after the run's own rules (a
+        // run verb's refusals, in order: the session, its lease, the run,
+        // the session's rev).
+        let m_run = Mutation {
+            if_rev: None,
+            ..m.clone()
+        };
         self.write(|tx| {
-            let Some(run) = sr::find_run(tx, run_id).map_err(db)? else {
+            let Some(run) = tx.find_run(run_id)? else {
                 return Err(Error::RunNotFound {
                     id: run_id.to_owned(),
                 });
             };
             let sid = run.session_id.clone();
-            if let Some(r) = replay_run(tx, &sid, m, dg.as_deref())? {
-                return Ok(r);
-            }
-            // A terminal session first: its runs, all ended with it (see
-            // `run_end`), are refused as SESSION_INVALID_TRANSITION.
-            let st = writable_state(tx, &sid, "change a run of", None, m.lease.as_deref(), now)?;
-            if verb.apply(run.status).is_none() {
-                return Err(Error::RunInvalidTransition {
-                    id: run_id.to_owned(),
-                    from: run.status.as_str().to_owned(),
-                    verb: verb.as_str().to_owned(),
-                });
-            }
-            if verb == RunVerb::Start {
-                if let Some(other) = sr::find_running_run(tx, &sid).map_err(db)? {
-                    return Err(Error::RunAlreadyRunning {
-                        id: run_id.to_owned(),
-                        session_id: sid,
-                        running_run_id: other.run_id.to_string(),
-                    });
-                }
-            }
-            if m.if_rev.is_some() {
-                live_state(tx, &sid, "change a run of", m.if_rev)?;
-            }
-            let at = now.max(st.updated_at_ms);
-            let mut turn_data = None;
-            let n = match &args {
-                Args::Usage(u) => {
-                    add_total("input_tokens", run.usage.input_tokens, u.input_tokens)?;
-                    add_total("output_tokens", run.usage.output_tokens, u.output_tokens)?;
-                    add_total("api_calls", run.usage.api_calls, u.api_calls)?;
-                    exec(
-                        tx,
-                        sr::UPDATE_RUN_USAGE,
-                        params![run_id, at, u.input_tokens, u.output_tokens, u.api_calls],
-                    )?
-                }
-                Args::Output(o) => exec(tx, sr::UPDATE_RUN_COMPLETE, params![run_id, at, o])?,
-                Args::Error { code, message } => {
-                    exec(tx, sr::UPDATE_RUN_FAIL, params![run_id, at, code, message])?
-                }
-                Args::None => {
-                    let sql = match verb {
-                        RunVerb::Start => sr::UPDATE_RUN_START,
-                        RunVerb::Turn => {
-                            turn_data = Some(to_json(&TurnData {
-                                turn_count: run.turn_count + 1,
-                            })?);
-                            sr::UPDATE_RUN_TURN
-                        }
-                        RunVerb::Cancel => sr::UPDATE_RUN_CANCEL,
-                        RunVerb::Timeout => sr::UPDATE_RUN_TIMEOUT,
-                        _ => return Err(Error::internal("a run verb lost its arguments")),
-                    };
-                    exec(tx, sql, params![run_id, at])?
-                }
+            let op = Op {
+                id: &sid,
+                verb: Verb::ChangeRun,
+                m: &m_run,
+                digest: dg.as_deref(),
             };
-            if n != 1 {
-                return Err(Error::internal("a run read under the write lock changed"));
-            }
-            let crossing = match &args {
-                Args::Usage(u) => {
-                    let add = Usage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                        api_calls: u.api_calls,
-                        duration_ms: 0,
-                    };
-                    let usage = add_usage(&st.usage, &add)?;
-                    apply_usage(tx, &sid, &st, &usage, at)?
-                }
-                _ => {
-                    touch(tx, &sid, at)?;
-                    None
-                }
+            let body = |w: &mut Write<'_, '_>, ()| {
+                change_run(
+                    w,
+                    &run,
+                    verb,
+                    &args,
+                    detail.as_deref(),
+                    data.as_deref(),
+                    m.if_rev,
+                )
             };
-            let data = turn_data.or(data);
-            let key = m.idempotency_key.as_deref().zip(dg.as_deref());
-            push_event(
-                tx,
-                self.opts.actor,
-                &sid,
-                verb.event_type(),
-                detail.as_deref(),
-                data.as_deref(),
-                Some(run_id),
-                key,
-            )?;
-            if let Some(c) = &crossing {
-                self.append_crossing(tx, &sid, c)?;
-            }
-            read_run(tx, run_id).map(Written::applied)
+            self.mutate_in(tx, op, |_| Ok(()), body, &mut replay_run)
         })
         .map_err(|e| self.fill_path(e))
     }
 }
 
-fn exec(tx: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<usize> {
-    tx.prepare_cached(sql)
-        .and_then(|mut s| s.execute(p))
-        .map_err(db)
-}
-
-/// The session side of a run transition without usage: rev + 1 and
-/// `updated_at_ms` (the session was read live under the lock).
-fn touch(tx: &Connection, session_id: &str, at: i64) -> Result<()> {
-    if exec(tx, ss::UPDATE_TOUCH[0], params![session_id, at])? != 1 {
-        return Err(Error::internal(
-            "a session read under the write lock changed before its update",
-        ));
+/// The body of a run transition (module docs): the run's rules, its guarded
+/// UPDATE, the session's (with the usage, and a budget's policy), and its
+/// `run_*` event.
+fn change_run(
+    w: &mut Write<'_, '_>,
+    run: &Run,
+    verb: RunVerb,
+    args: &Args,
+    detail: Option<&str>,
+    data: Option<&str>,
+    if_rev: Option<i64>,
+) -> Result<Run> {
+    let (sid, run_id) = (w.id(), run.run_id.as_str());
+    if verb.apply(run.status).is_none() {
+        return Err(Error::RunInvalidTransition {
+            id: run_id.to_owned(),
+            from: run.status.as_str().to_owned(),
+            verb: verb.as_str().to_owned(),
+        });
     }
-    Ok(())
+    if verb == RunVerb::Start {
+        if let Some(other) = w.tx().find_running_run(sid)? {
+            return Err(Error::RunAlreadyRunning {
+                id: run_id.to_owned(),
+                session_id: sid.to_owned(),
+                running_run_id: other.run_id.to_string(),
+            });
+        }
+    }
+    if let Some(expected) = if_rev.filter(|r| *r != w.state().rev) {
+        return Err(Error::Conflict {
+            id: sid.to_owned(),
+            expected_rev: expected,
+            actual_rev: w.state().rev,
+            latest_event: w.tx().latest_event(sid)?,
+        });
+    }
+    let at = w.at();
+    let mut turn_data = None;
+    let change = match args {
+        Args::Usage(u) => {
+            add_total("input_tokens", run.usage.input_tokens, u.input_tokens)?;
+            add_total("output_tokens", run.usage.output_tokens, u.output_tokens)?;
+            add_total("api_calls", run.usage.api_calls, u.api_calls)?;
+            RunChange::Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                api_calls: u.api_calls,
+            }
+        }
+        Args::Output(o) => RunChange::Complete(o.as_deref()),
+        Args::Error { code, message } => RunChange::Fail { code, message },
+        Args::None => match verb {
+            RunVerb::Start => RunChange::Start,
+            RunVerb::Turn => {
+                turn_data = Some(to_json(&TurnData {
+                    turn_count: run.turn_count + 1,
+                })?);
+                RunChange::Turn
+            }
+            RunVerb::Cancel => RunChange::Cancel,
+            RunVerb::Timeout => RunChange::Timeout,
+            _ => return Err(Error::internal("a run verb lost its arguments")),
+        },
+    };
+    if w.tx().update_run(run_id, change, at)? != 1 {
+        return Err(Error::internal("a run read under the write lock changed"));
+    }
+    let crossing = match args {
+        Args::Usage(u) => {
+            let add = Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                api_calls: u.api_calls,
+                duration_ms: 0,
+            };
+            let usage = add_usage(&w.state().usage, &add)?;
+            apply_usage(w, &usage)?
+        }
+        _ => {
+            w.update(SessionChange::default())?;
+            None
+        }
+    };
+    let data = turn_data.as_deref().or(data);
+    w.event(verb.event_type(), detail, data, Some(run_id))?;
+    if let Some(c) = &crossing {
+        append_crossing(w, c)?;
+    }
+    read_run(w.tx(), run_id)
 }

@@ -12,21 +12,18 @@
 //! child session (parent = the source) whose context and stage come from
 //! the snapshot (event `forked` on both).
 
-use super::db;
-use super::sessions::{
-    conditional_update, diagnose, insert_session, key_digest, parse_session_id, read_back,
-    redacted_json_text, validate_key, NewSessionRow, VerbDigest, CREATED_REPLAY,
+use super::request::{
+    key_digest, parse_session_id, redacted_json_text, validate_key, Mutation, VerbDigest,
 };
+use super::write::{diagnose, read_back, NewSession, Op, CREATED_REPLAY};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, SessionStatus, Verb};
 use crate::redact::redact;
-use crate::store::events::{self as ev, NewEvent};
-use crate::store::sessions as ss;
-use crate::store::workflow::{self as ws, SnapshotRow};
+use crate::store::rows::{NewEvent, SnapshotRow};
+use crate::store::{SessionChange, SessionGuard, Tx};
 use crate::validate as v;
-use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -103,12 +100,10 @@ fn info(s: SnapshotRow) -> SnapshotInfo {
 
 /// The snapshot at `seq` (or the newest), or SESSION_NOT_FOUND /
 /// CHECKPOINT_NOT_FOUND.
-fn snapshot(tx: &Connection, id: &str, seq: Option<i64>) -> Result<SnapshotRow> {
-    match ws::find_snapshot(tx, id, seq).map_err(db)? {
+fn snapshot(tx: &mut dyn Tx, id: &str, seq: Option<i64>) -> Result<SnapshotRow> {
+    match tx.find_snapshot(id, seq)? {
         Some(s) => Ok(s),
-        None if !ss::session_exists(tx, id).map_err(db)? => {
-            Err(Error::SessionNotFound { id: id.to_owned() })
-        }
+        None if !tx.session_exists(id)? => Err(Error::SessionNotFound { id: id.to_owned() }),
         None => Err(Error::CheckpointNotFound {
             id: id.to_owned(),
             seq,
@@ -154,14 +149,10 @@ impl Ledger {
     pub fn list_snapshots(&self, id: &str) -> Result<SnapshotList> {
         parse_session_id(id)?;
         self.read(|tx| {
-            if !ss::session_exists(tx, id).map_err(db)? {
+            if !tx.session_exists(id)? {
                 return Err(Error::SessionNotFound { id: id.to_owned() });
             }
-            let checkpoints = ws::select_snapshots(tx, id)
-                .map_err(db)?
-                .into_iter()
-                .map(info)
-                .collect();
+            let checkpoints = tx.select_snapshots(id)?.into_iter().map(info).collect();
             Ok(SnapshotList {
                 session_id: id.to_owned(),
                 checkpoints,
@@ -198,38 +189,36 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.mutate(id, m, dg.as_deref(), |tx| {
-            let snap = snapshot(tx, id, Some(seq))?;
-            let n = match m.if_rev {
-                None => tx
-                    .prepare_cached(ws::UPDATE_RESTORE[0])
-                    .and_then(|mut st| st.execute(params![id, now, snap.stage])),
-                Some(r) => tx
-                    .prepare_cached(ws::UPDATE_RESTORE[1])
-                    .and_then(|mut st| st.execute(params![id, now, snap.stage, r])),
-            }
-            .map_err(db)?;
-            if n != 1 {
-                return Err(diagnose(tx, id, Verb::Restore, m.if_rev)?);
-            }
-            ws::update_context(tx, id, &snap.state).map_err(db)?;
-            let data = to_text(&RestoreData {
-                checkpoint_seq: snap.seq,
-                stage: snap.stage.as_deref(),
-                size_bytes: snap.size_bytes,
-            })?;
-            self.append(
-                tx,
-                id,
-                EventType::CheckpointRestored.as_str(),
-                None,
-                Some(&data),
-                m,
-                dg.as_deref(),
-            )?;
-            read_back(tx, id)
-        })
+        let op = Op {
+            id,
+            verb: Verb::Restore,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |tx| snapshot(tx, id, Some(seq)),
+            |w, snap| {
+                w.update(SessionChange {
+                    stage: Some(snap.stage.as_deref()),
+                    ..SessionChange::default()
+                })?;
+                w.tx().update_context(id, &snap.state)?;
+                let data = to_text(&RestoreData {
+                    checkpoint_seq: snap.seq,
+                    stage: snap.stage.as_deref(),
+                    size_bytes: snap.size_bytes,
+                })?;
+                w.event(
+                    EventType::CheckpointRestored.as_str(),
+                    None,
+                    Some(&data),
+                    None,
+                )?;
+                w.session()
+            },
+            &mut |tx, _| read_back(tx, id),
+        )
     }
 
     /// Forks a child session from a snapshot of `id` (the newest, or
@@ -269,13 +258,9 @@ impl Ledger {
             },
         )?;
         let now = self.now_ms();
-        let source_m = Mutation {
-            idempotency_key: None,
-            ..m.clone()
-        };
         self.write(|tx| {
             if let (Some(key), Some(dg)) = (&m.idempotency_key, &dg) {
-                if let Some((sid, stored)) = ev::find_created_by_key(tx, key).map_err(db)? {
+                if let Some((sid, stored)) = tx.find_created_by_key(key)? {
                     if &stored != dg {
                         return Err(Error::invalid(
                             "idempotency_key",
@@ -285,21 +270,36 @@ impl Ledger {
                     return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }
             }
-            let source = ss::find_session(tx, id)
-                .map_err(db)?
+            let source = tx
+                .find_session(id)?
                 .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
             let snap = snapshot(tx, id, req.checkpoint)?;
+            // A terminal source is frozen: the fork is recorded on the
+            // child only, and only `--if-rev` is checked against it.
             let live = !source.status.is_terminal();
             if live {
-                if !conditional_update(tx, ws::UPDATE_LIVE_TOUCH, id, now, None, m.if_rev)? {
-                    return Err(diagnose(tx, id, Verb::Fork, m.if_rev)?);
+                let guard = SessionGuard {
+                    from: Verb::Fork.allowed_from(),
+                    rev: m.if_rev,
+                };
+                let touch = SessionChange {
+                    now_ms: now,
+                    ..SessionChange::default()
+                };
+                if !tx.update_session(id, guard, &touch)? {
+                    return Err(diagnose(tx, id, Verb::Fork, m.if_rev)?.unwrap_or_else(|| {
+                        Error::internal("a conditional update matched no row")
+                    }));
+                }
+                if let Some(st) = tx.select_session_state(id)? {
+                    super::guards::lease(id, &st, m.lease.as_deref(), now)?;
                 }
             } else if let Some(r) = m.if_rev.filter(|r| *r != source.rev) {
                 return Err(Error::Conflict {
                     id: id.to_owned(),
                     expected_rev: r,
                     actual_rev: source.rev,
-                    latest_event: ev::latest_event(tx, id).map_err(db)?,
+                    latest_event: tx.latest_event(id)?,
                 });
             }
             let child = self.insert_fork_child(
@@ -316,26 +316,38 @@ impl Ledger {
                     parent_session_id: None,
                     checkpoint_seq: snap.seq,
                 })?;
-                self.append(
-                    tx,
-                    id,
-                    EventType::Forked.as_str(),
-                    None,
-                    Some(&data),
-                    &source_m,
-                    None,
-                )?;
+                self.insert_plain_event(tx, id, EventType::Forked, Some(&data))?;
             }
             read_back(tx, &child).map(Written::applied)
         })
         .map_err(|e| self.fill_path(e))
     }
 
-    /// Inserts the child of a fork with its `created` and `forked` events;
-    /// returns its id.
+    /// Appends an event without an idempotency key.
+    fn insert_plain_event(
+        &self,
+        tx: &mut dyn Tx,
+        id: &str,
+        event_type: EventType,
+        data: Option<&str>,
+    ) -> Result<()> {
+        tx.insert_event(&NewEvent {
+            run_id: None,
+            session_id: id,
+            event_type: event_type.as_str(),
+            actor_type: self.opts.actor,
+            detail: None,
+            data,
+            idempotency: None,
+        })
+        .map(|_| ())
+    }
+
+    /// Inserts the child of a fork with its `created` and `forked` events
+    /// (rev 2); returns its id.
     fn insert_fork_child(
         &self,
-        tx: &Connection,
+        tx: &mut dyn Tx,
         source: &Session,
         title: &str,
         snap: &SnapshotRow,
@@ -343,29 +355,36 @@ impl Ledger {
         key: Option<(&str, &str)>,
     ) -> Result<String> {
         let parent = source.session_id.to_string();
-        let actor = self.opts.actor;
-        let child = insert_session(
-            tx,
-            now,
-            &NewSessionRow {
-                status: SessionStatus::Active,
-                title,
-                app: source.app.as_deref(),
-                agent_id: source.agent_id.as_deref(),
-                route: source.route.as_deref(),
-                stage: snap.stage.as_deref(),
-                parent_session_id: Some(&parent),
-                tags: &source.tags,
-                goal: source.goal.as_deref(),
-                context: &snap.state,
-                metadata: source.metadata.get(),
-                actor,
-                created_detail: "session created by fork",
-                idempotency: key,
-            },
-        )?
-        .to_string();
-        if !conditional_update(tx, ws::UPDATE_LIVE_TOUCH, &child, now, None, None)? {
+        let child = self
+            .insert_new_session(
+                tx,
+                now,
+                &NewSession {
+                    status: SessionStatus::Active,
+                    title,
+                    app: source.app.as_deref(),
+                    agent_id: source.agent_id.as_deref(),
+                    route: source.route.as_deref(),
+                    stage: snap.stage.as_deref(),
+                    parent_session_id: Some(&parent),
+                    tags: &source.tags,
+                    goal: source.goal.as_deref(),
+                    context: &snap.state,
+                    metadata: source.metadata.get(),
+                    created_detail: "session created by fork",
+                    idempotency: key,
+                },
+            )?
+            .to_string();
+        let guard = SessionGuard {
+            from: Verb::Fork.allowed_from(),
+            rev: None,
+        };
+        let touch = SessionChange {
+            now_ms: now,
+            ..SessionChange::default()
+        };
+        if !tx.update_session(&child, guard, &touch)? {
             return Err(Error::internal("a forked child could not be updated"));
         }
         let data = to_text(&ForkData {
@@ -373,19 +392,7 @@ impl Ledger {
             parent_session_id: Some(&parent),
             checkpoint_seq: snap.seq,
         })?;
-        ev::insert_event(
-            tx,
-            &NewEvent {
-                run_id: None,
-                session_id: &child,
-                event_type: EventType::Forked.as_str(),
-                actor_type: actor,
-                detail: None,
-                data: Some(&data),
-                idempotency: None,
-            },
-        )
-        .map_err(db)?;
+        self.insert_plain_event(tx, &child, EventType::Forked, Some(&data))?;
         Ok(child)
     }
 }

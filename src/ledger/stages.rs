@@ -1,14 +1,13 @@
 //! Stages (issue 3 §3; the Amber seed's `stage_*` events).
 
-use super::sessions::{
-    conditional_update, diagnose, key_digest, parse_session_id, read_back, validate_key, VerbDigest,
-};
+use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
+use super::write::{read_back, Op};
 use super::written::Written;
-use super::{Ledger, Mutation};
+use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::redact::redact_opt;
-use crate::store::sessions as ss;
+use crate::store::SessionChange;
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 
@@ -104,21 +103,24 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
-        let now = self.now_ms();
-        self.mutate(id, m, dg.as_deref(), |tx| {
-            if !conditional_update(tx, ss::UPDATE_STAGE, id, now, Some(&req.name), m.if_rev)? {
-                return Err(diagnose(tx, id, Verb::Stage, m.if_rev)?);
-            }
-            self.append(
-                tx,
-                id,
-                event_type.as_str(),
-                reason.as_deref(),
-                Some(&data),
-                m,
-                dg.as_deref(),
-            )?;
-            read_back(tx, id)
-        })
+        let op = Op {
+            id,
+            verb: Verb::Stage,
+            m,
+            digest: dg.as_deref(),
+        };
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                w.update(SessionChange {
+                    stage: Some(Some(&req.name)),
+                    ..SessionChange::default()
+                })?;
+                w.event(event_type.as_str(), reason.as_deref(), Some(&data), None)?;
+                w.session()
+            },
+            &mut |tx, _| read_back(tx, id),
+        )
     }
 }

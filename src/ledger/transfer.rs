@@ -6,16 +6,14 @@
 //! stops part-way (a signal, a failed write) removes its temp file and
 //! reports the counts so far. Formats and mappings: `docs/import-export.md`.
 
-use super::db;
-use super::sessions::parse_session_id;
+use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::Session;
-use crate::store::sessions as ss;
-use crate::store::transfer::{self as st, StoredEvent, StoredRef, WorkflowRows};
+use crate::store::rows::{StoredEvent, StoredRef, WorkflowRows};
+use crate::store::Tx;
 use crate::transfer::source::PrivateFile;
 use crate::transfer::{jsonl, phelix, ExportFormat, ExportReport};
-use rusqlite::{params, Connection, OptionalExtension};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -52,24 +50,22 @@ type Full = (
     WorkflowRows,
 );
 
-fn read_full(conn: &Connection, id: &str, workflow: bool) -> Result<Option<Full>> {
-    let found = conn
-        .prepare_cached(ss::SELECT_SESSION)
-        .and_then(|mut s| s.query_row(params![id], ss::map_session).optional())
-        .map_err(db)?;
-    let Some((mut session, insert_seq, checkpoint_seq)) = found else {
+fn read_full(tx: &mut dyn Tx, id: &str, workflow: bool) -> Result<Option<Full>> {
+    let Some((session, checkpoint_seq)) = tx.find_session_export(id)? else {
         return Ok(None);
     };
-    ss::complete_session(conn, &mut session, insert_seq, checkpoint_seq).map_err(db)?;
-    let refs = st::select_refs(conn, id).map_err(db)?;
-    let events = st::select_events_full(conn, id).map_err(db)?;
+    let refs = tx.select_refs_full(id)?;
+    let events = tx.select_events_full(id)?;
     let w = if workflow {
-        st::select_workflow(conn, id).map_err(db)?
+        tx.select_workflow(id)?
     } else {
         WorkflowRows::default()
     };
     Ok(Some((session, checkpoint_seq, refs, events, w)))
 }
+
+/// Sessions an export reads per page when it walks every session.
+const EXPORT_PAGE: usize = 500;
 
 impl Ledger {
     /// Walks the chosen sessions (all when `ids` is empty) in id order in
@@ -89,13 +85,22 @@ impl Ledger {
         chosen.dedup();
         self.read(|tx| {
             if chosen.is_empty() {
-                st::for_each_id(tx, |id| match read_full(tx, id, workflow)? {
-                    Some(full) => f(&full),
-                    None => Ok(()),
-                })
+                let mut after = String::new();
+                loop {
+                    let page = tx.sessions_page(&after, EXPORT_PAGE)?;
+                    let Some((last, _)) = page.last() else {
+                        return Ok(());
+                    };
+                    after = last.clone();
+                    for (id, _) in &page {
+                        if let Some(full) = read_full(tx, id, workflow)? {
+                            f(&full)?;
+                        }
+                    }
+                }
             } else {
                 for id in &chosen {
-                    if !ss::session_exists(tx, id).map_err(db)? {
+                    if !tx.session_exists(id)? {
                         return Err(Error::SessionNotFound { id: id.clone() });
                     }
                 }

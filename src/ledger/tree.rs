@@ -1,16 +1,13 @@
 //! Hierarchies (issue 4 §2): `session tree` and the child counts, blocking
 //! gate and lease that `show` adds.
 
-use super::db;
 use super::gates::pending_gate;
 use super::leases::{lease_info, LeaseInfo};
-use super::sessions::parse_session_id;
+use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Gate, Session, SessionStatus};
-use crate::store::sessions as ss;
-use crate::store::workflow as ws;
-use rusqlite::Connection;
+use crate::store::Tx;
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -78,9 +75,9 @@ pub(super) struct WorkflowView {
 }
 
 /// Child counts by status.
-pub(super) fn child_counts(tx: &Connection, id: &str) -> Result<ChildCounts> {
+pub(super) fn child_counts(tx: &mut dyn Tx, id: &str) -> Result<ChildCounts> {
     let mut c = ChildCounts::default();
-    for child in ws::select_children(tx, id).map_err(db)? {
+    for child in tx.select_children(id)? {
         c.total += 1;
         match child.status.parse::<SessionStatus>() {
             Ok(SessionStatus::Pending) => c.pending += 1,
@@ -95,7 +92,7 @@ pub(super) fn child_counts(tx: &Connection, id: &str) -> Result<ChildCounts> {
 }
 
 /// Children, blocking gate (a pending gate of a live session) and lease.
-pub(super) fn workflow_view(tx: &Connection, s: &Session, now: i64) -> Result<WorkflowView> {
+pub(super) fn workflow_view(tx: &mut dyn Tx, s: &Session, now: i64) -> Result<WorkflowView> {
     let id = s.session_id.as_str();
     let blocking_gate = if s.status.is_terminal() {
         None
@@ -122,8 +119,8 @@ impl Ledger {
     pub fn session_tree(&self, id: &str) -> Result<SessionTree> {
         parse_session_id(id)?;
         self.read(|tx| {
-            let root = ss::find_session(tx, id)
-                .map_err(db)?
+            let root = tx
+                .find_session(id)?
                 .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
             let mut nodes: Vec<TreeNode> = Vec::new();
             let mut seen: HashSet<String> = HashSet::from([id.to_owned()]);
@@ -143,7 +140,7 @@ impl Ledger {
                     truncated = true;
                     break;
                 }
-                let children = ws::select_children(tx, &node.session_id).map_err(db)?;
+                let children = tx.select_children(&node.session_id)?;
                 node.child_count = i64::try_from(children.len()).unwrap_or(i64::MAX);
                 let (sid, depth) = (node.session_id.clone(), node.depth);
                 nodes.push(node);

@@ -115,11 +115,22 @@ pub enum Verb {
     /// Records on the source that a child was forked from it; pending |
     /// active | paused, status unchanged (a terminal source is not touched).
     Fork,
+    /// Adds usage (`session usage`); pending | active | paused, status
+    /// unchanged unless a budget policy changes it.
+    Usage,
+    /// Sets the budget; pending | active | paused.
+    SetBudget,
+    /// Resets the budget; pending | active | paused.
+    ResetBudget,
+    /// Creates a run; pending | active | paused.
+    CreateRun,
+    /// Changes a run (start, usage, turn, end); pending | active | paused.
+    ChangeRun,
 }
 
 impl Verb {
     /// Every verb.
-    pub const VARIANTS: [Verb; 17] = [
+    pub const VARIANTS: [Verb; 22] = [
         Self::Start,
         Self::Pause,
         Self::Resume,
@@ -137,6 +148,11 @@ impl Verb {
         Self::Restore,
         Self::Lease,
         Self::Fork,
+        Self::Usage,
+        Self::SetBudget,
+        Self::ResetBudget,
+        Self::CreateRun,
+        Self::ChangeRun,
     ];
 
     /// The verb's name as used in messages and the CLI.
@@ -157,6 +173,11 @@ impl Verb {
             Self::Restore => "restore",
             Self::Lease => "change the lease of",
             Self::Fork => "fork",
+            Self::Usage => "record usage of",
+            Self::SetBudget => "set the budget of",
+            Self::ResetBudget => "reset the budget of",
+            Self::CreateRun => "create a run in",
+            Self::ChangeRun => "change a run of",
         }
     }
 
@@ -173,9 +194,16 @@ impl Verb {
             | Self::GateWait => &[Active],
             Self::Resume | Self::GateApprove | Self::GateReject | Self::GateAbort => &[Paused],
             Self::Restore => &[Active, Paused],
-            Self::Fail | Self::Cancel | Self::AppendEvent | Self::Lease | Self::Fork => {
-                &[Pending, Active, Paused]
-            }
+            Self::Fail
+            | Self::Cancel
+            | Self::AppendEvent
+            | Self::Lease
+            | Self::Fork
+            | Self::Usage
+            | Self::SetBudget
+            | Self::ResetBudget
+            | Self::CreateRun
+            | Self::ChangeRun => &[Pending, Active, Paused],
         }
     }
 
@@ -191,7 +219,12 @@ impl Verb {
             | Self::GateAuto
             | Self::Restore
             | Self::Lease
-            | Self::Fork => from,
+            | Self::Fork
+            | Self::Usage
+            | Self::SetBudget
+            | Self::ResetBudget
+            | Self::CreateRun
+            | Self::ChangeRun => from,
             Self::Complete => Completed,
             Self::Fail | Self::GateReject => Failed,
             Self::Cancel | Self::GateAbort => Cancelled,

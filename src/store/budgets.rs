@@ -8,13 +8,22 @@
 //! statuses, which the rev term makes exact.
 
 use super::codec::text;
-use crate::model::{OnExceed, Usage};
+pub use super::rows::{BudgetRow, SessionState};
+use crate::model::Usage;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// The state a usage-carrying verb decides on: status, rev, updated_at_ms
 /// and the four usage sums.
-pub const SELECT_SESSION_STATE: &str = "SELECT status, rev, updated_at_ms, input_tokens, \
-     output_tokens, api_calls, duration_ms FROM sessions WHERE session_id = ?1";
+///
+/// It is also every mutation's guard read: a correlated probe says whether
+/// the session has a lease (whose row is then read by its key, so the
+/// common case costs no statement of its own). Correlated on
+/// `s.session_id`, not a join on the bound id: SQLite re-prepares a cached
+/// join every time its binding changes.
+pub const SELECT_SESSION_STATE: &str = "SELECT s.status, s.rev, s.updated_at_ms, \
+     s.input_tokens, s.output_tokens, s.api_calls, s.duration_ms, \
+     EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = s.session_id) \
+     FROM sessions s WHERE s.session_id = ?1";
 
 /// A session's budget.
 pub const SELECT_BUDGET: &str = "SELECT max_tokens, max_api_calls, max_duration_ms, on_exceed, \
@@ -43,28 +52,6 @@ pub const UPDATE_BUDGET_RESET: &str = "UPDATE session_budgets SET base_tokens = 
      base_api_calls = ?3, base_duration_ms = ?4, exceeded_at_ms = NULL, updated_at_ms = ?5 \
      WHERE session_id = ?1";
 
-/// A session mutation that sets the usage sums (status unchanged).
-/// ?1 id, ?2 now ms, ?3 input, ?4 output, ?5 api calls, ?6 duration ms,
-/// ?7 the rev read under the lock.
-pub const UPDATE_SESSION_USAGE: &str = "UPDATE sessions SET rev = rev + 1, \
-     updated_at_ms = max(updated_at_ms, ?2), input_tokens = ?3, output_tokens = ?4, \
-     api_calls = ?5, duration_ms = ?6 WHERE session_id = ?1 AND rev = ?7 \
-     AND (status = 'pending' OR status = 'active' OR status = 'paused')";
-
-/// As [`UPDATE_SESSION_USAGE`], and the `pause` policy: active → paused.
-pub const UPDATE_SESSION_USAGE_PAUSE: &str = "UPDATE sessions SET rev = rev + 1, \
-     updated_at_ms = max(updated_at_ms, ?2), input_tokens = ?3, output_tokens = ?4, \
-     api_calls = ?5, duration_ms = ?6, status = 'paused' WHERE session_id = ?1 AND rev = ?7 \
-     AND status = 'active'";
-
-/// As [`UPDATE_SESSION_USAGE`], and the `fail` policy: → failed with
-/// ?8 as the end reason.
-pub const UPDATE_SESSION_USAGE_FAIL: &str = "UPDATE sessions SET rev = rev + 1, \
-     updated_at_ms = max(updated_at_ms, ?2), input_tokens = ?3, output_tokens = ?4, \
-     api_calls = ?5, duration_ms = ?6, status = 'failed', \
-     ended_at_ms = max(updated_at_ms, ?2), end_reason = ?8 WHERE session_id = ?1 AND rev = ?7 \
-     AND (status = 'pending' OR status = 'active' OR status = 'paused')";
-
 /// Every SQL const of this module (the prepare test walks them).
 pub const ALL: &[&str] = &[
     SELECT_SESSION_STATE,
@@ -73,50 +60,14 @@ pub const ALL: &[&str] = &[
     UPDATE_BUDGET_LIMITS,
     UPDATE_BUDGET_EXCEEDED,
     UPDATE_BUDGET_RESET,
-    UPDATE_SESSION_USAGE,
-    UPDATE_SESSION_USAGE_PAUSE,
-    UPDATE_SESSION_USAGE_FAIL,
 ];
-
-/// A session's state as [`SELECT_SESSION_STATE`] reads it.
-#[derive(Debug, Clone)]
-pub struct SessionState {
-    /// Status name as stored.
-    pub status: String,
-    /// Current rev.
-    pub rev: i64,
-    /// Latest mutation time, ms.
-    pub updated_at_ms: i64,
-    /// Usage sums.
-    pub usage: Usage,
-}
-
-/// A budget row.
-#[derive(Debug, Clone, Default)]
-pub struct BudgetRow {
-    /// Token limit (input + output).
-    pub max_tokens: Option<i64>,
-    /// API-call limit.
-    pub max_api_calls: Option<i64>,
-    /// Duration limit, ms.
-    pub max_duration_ms: Option<i64>,
-    /// The policy (`None` only for a row that breaks the CHECK).
-    pub on_exceed: Option<OnExceed>,
-    /// Tokens at the last reset.
-    pub base_tokens: i64,
-    /// API calls at the last reset.
-    pub base_api_calls: i64,
-    /// Duration at the last reset, ms.
-    pub base_duration_ms: i64,
-    /// When the crossing write committed, if the budget is marked exceeded.
-    pub exceeded_at_ms: Option<i64>,
-}
 
 /// Reads a session's state, or `None`.
 pub fn select_session_state(conn: &Connection, id: &str) -> rusqlite::Result<Option<SessionState>> {
-    conn.prepare_cached(SELECT_SESSION_STATE)?
+    let found = conn
+        .prepare_cached(SELECT_SESSION_STATE)?
         .query_row(params![id], |r| {
-            Ok(SessionState {
+            let state = SessionState {
                 status: text(r, 0)?,
                 rev: r.get(1)?,
                 updated_at_ms: r.get(2)?,
@@ -126,9 +77,19 @@ pub fn select_session_state(conn: &Connection, id: &str) -> rusqlite::Result<Opt
                     api_calls: r.get(5)?,
                     duration_ms: r.get(6)?,
                 },
-            })
+                lease: None,
+            };
+            Ok((state, r.get::<_, bool>(7)?))
         })
-        .optional()
+        .optional()?;
+    match found {
+        Some((mut state, true)) => {
+            state.lease = super::workflow::find_lease(conn, id)?;
+            Ok(Some(state))
+        }
+        Some((state, false)) => Ok(Some(state)),
+        None => Ok(None),
+    }
 }
 
 /// Reads a session's budget, or `None`.
@@ -147,48 +108,4 @@ pub fn select_budget(conn: &Connection, id: &str) -> rusqlite::Result<Option<Bud
             })
         })
         .optional()
-}
-
-/// Sets the usage sums on a session (one rev step), with an optional
-/// policy: `Some(Pause)` also pauses it, `Some(Fail)` fails it with
-/// `reason`. Whether a row matched.
-pub fn update_session_usage(
-    conn: &Connection,
-    id: &str,
-    now: i64,
-    usage: &Usage,
-    rev: i64,
-    policy: Option<(OnExceed, &str)>,
-) -> rusqlite::Result<bool> {
-    let p = params![
-        id,
-        now,
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.api_calls,
-        usage.duration_ms,
-        rev
-    ];
-    let n = match policy {
-        None | Some((OnExceed::Warn, _)) => {
-            conn.prepare_cached(UPDATE_SESSION_USAGE)?.execute(p)?
-        }
-        Some((OnExceed::Pause, _)) => conn
-            .prepare_cached(UPDATE_SESSION_USAGE_PAUSE)?
-            .execute(p)?,
-        Some((OnExceed::Fail, reason)) => {
-            conn.prepare_cached(UPDATE_SESSION_USAGE_FAIL)?
-                .execute(params![
-                    id,
-                    now,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.api_calls,
-                    usage.duration_ms,
-                    rev,
-                    reason
-                ])?
-        }
-    };
-    Ok(n == 1)
 }

@@ -1,7 +1,8 @@
 //! SQL for the hash chain: walking every event in chain order, filling in
 //! the hashes of rows older than schema V2, and reading each session's head.
 
-use crate::chain::{self, EventFields};
+pub use super::rows::ChainRow;
+use crate::chain;
 use rusqlite::{params, Connection, Row};
 
 /// Every event of every session (or of one session, `?1`), in chain order.
@@ -10,46 +11,6 @@ const WALK_ALL: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_typ
      data, run_id, prev_hash, hash FROM events ORDER BY session_id, seq";
 const WALK_ONE: &str = "SELECT event_id, session_id, seq, type, at_ms, actor_type, detail, \
      data, run_id, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq";
-
-/// One event as the chain sees it: raw stored bytes.
-#[derive(Debug, Clone)]
-pub struct ChainRow {
-    /// `events.event_id`.
-    pub event_id: i64,
-    /// `events.session_id`, raw bytes.
-    pub session_id: Vec<u8>,
-    /// `events.seq`.
-    pub seq: i64,
-    event_type: Vec<u8>,
-    at_ms: i64,
-    actor_type: Vec<u8>,
-    detail: Option<Vec<u8>>,
-    data: Option<Vec<u8>>,
-    run_id: Option<Vec<u8>>,
-    /// `events.prev_hash` as stored (NULL before V2's backfill).
-    pub prev_hash: Option<Vec<u8>>,
-    /// `events.hash` as stored.
-    pub hash: Option<Vec<u8>>,
-}
-
-impl ChainRow {
-    /// The hash this row should carry after a predecessor hashed `prev`.
-    pub fn expected_hash(&self, prev: &[u8; 32]) -> [u8; 32] {
-        chain::event_hash(
-            prev,
-            &EventFields {
-                session_id: &self.session_id,
-                seq: self.seq,
-                event_type: &self.event_type,
-                at_ms: self.at_ms,
-                actor_type: &self.actor_type,
-                detail: self.detail.as_deref(),
-                data: self.data.as_deref(),
-                run_id: self.run_id.as_deref(),
-            },
-        )
-    }
-}
 
 fn bytes(row: &Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
     Ok(opt_bytes(row, i)?.unwrap_or_default())
@@ -150,19 +111,23 @@ pub fn backfill(conn: &Connection) -> rusqlite::Result<u64> {
     Ok(filled)
 }
 
-/// Every session's id and rev, by id: the sessions `verify` walks.
-pub fn sessions_by_id(
+/// Up to ?2 sessions' ids and revs after id ?1, by id (the `session_id`
+/// index: `verify` pages through every session).
+pub const SESSIONS_PAGE: &str =
+    "SELECT session_id, rev FROM sessions WHERE session_id > ?1 ORDER BY session_id LIMIT ?2";
+
+/// One page of sessions by id after `after`.
+pub fn sessions_page(
     conn: &Connection,
-    mut f: impl FnMut(String, i64) -> rusqlite::Result<bool>,
-) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare("SELECT session_id, rev FROM sessions ORDER BY session_id")?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        if !f(super::codec::text(row, 0)?, row.get(1)?)? {
-            break;
-        }
-    }
-    Ok(())
+    after: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare_cached(SESSIONS_PAGE)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![after, limit], |r| {
+        Ok((super::codec::text(r, 0)?, r.get(1)?))
+    })?;
+    rows.collect()
 }
 
 /// The first event whose session does not exist (only possible with the

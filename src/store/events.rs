@@ -1,6 +1,7 @@
 //! SQL for `events`: append, replay, idempotency look-ups.
 
 use super::codec::{opt_json, opt_text, text};
+pub use super::rows::{KeyHit, NewEvent};
 use crate::chain;
 use crate::error::LatestEvent;
 use crate::model::{ActorType, Event};
@@ -60,26 +61,6 @@ pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
 pub fn key_sha256(key: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(key.as_bytes()))
-}
-
-/// A new event row.
-#[derive(Debug, Clone)]
-pub struct NewEvent<'a> {
-    /// The session.
-    pub session_id: &'a str,
-    /// Type name.
-    pub event_type: &'a str,
-    /// Writer.
-    pub actor_type: ActorType,
-    /// Redacted short text.
-    pub detail: Option<&'a str>,
-    /// Redacted compact JSON object.
-    pub data: Option<&'a str>,
-    /// Idempotency key and request digest.
-    pub idempotency: Option<(&'a str, &'a str)>,
-    /// The run the event belongs to (`run_*` events), else `None`; hashed
-    /// into the chain.
-    pub run_id: Option<&'a str>,
 }
 
 /// Appends an event; returns its `(event_id, seq)`.
@@ -185,20 +166,6 @@ pub fn latest_event(conn: &Connection, session_id: &str) -> rusqlite::Result<Opt
             })
         })
         .optional()
-}
-
-/// A used idempotency key: what its first attempt stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyHit {
-    /// SHA-256 (hex) of the request that came with the key.
-    pub digest: String,
-    /// The seq of the event the first attempt wrote.
-    pub seq: i64,
-    /// The session's rev after the first attempt; `None` for keys recorded
-    /// before schema V6.
-    pub rev: Option<i64>,
-    /// The run of that event (run verbs), else `None`.
-    pub run_id: Option<String>,
 }
 
 /// What `key` produced on `session_id`, if the key was used there.

@@ -11,46 +11,12 @@
 //!   sort).
 
 use super::codec::text;
+pub use super::rows::{ListQuery, Order};
 use super::sessions::{complete_session, map_session, session_columns, SELECT_SESSION_BY_SEQ};
 use crate::model::Session;
 use rusqlite::types::Value;
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;
-
-/// Sort order of a listing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Order {
-    /// Newest created first (immutable key; cursor walks are exact).
-    #[default]
-    Created,
-    /// Most recently updated first.
-    Updated,
-}
-
-/// A listing query, already validated.
-#[derive(Debug, Clone, Default)]
-pub struct ListQuery {
-    /// Statuses (any of).
-    pub statuses: Vec<String>,
-    /// App name.
-    pub app: Option<String>,
-    /// Agent id.
-    pub agent_id: Option<String>,
-    /// Tag.
-    pub tag: Option<String>,
-    /// Parent session id.
-    pub parent: Option<String>,
-    /// Lower bound (inclusive) on the order's timestamp, ms.
-    pub since_ms: Option<i64>,
-    /// Upper bound (exclusive) on the order's timestamp, ms.
-    pub until_ms: Option<i64>,
-    /// Order.
-    pub order: Order,
-    /// Page size.
-    pub limit: i64,
-    /// Resume after this `(timestamp ms, insert_seq)` key.
-    pub after: Option<(i64, i64)>,
-}
 
 /// What a listing query's rows hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,14 @@
-//! The storage layer: the only code that knows SQL or names rusqlite.
+//! The storage layer: the only code that knows SQL or names a driver.
 //!
-//! Functions take `&Connection`; a `tx::Tx` derefs to one, so the same
-//! helper works inside any transaction. Public `Ledger` methods open the
-//! transaction and call these helpers.
+//! [`Tx`] is the store interface: the typed operations the ledger runs
+//! inside one transaction — rows in ([`rows`]), model values out — each
+//! owning its SQL and its parameters. The ledger decides (validation,
+//! redaction, the state machine, the hash chain, the diagnosis of a refused
+//! write); the store executes. A backend implements `Tx` over its own
+//! transaction type; the SQLite one is [`sqlite_tx::SqliteTx`].
+//!
+//! The SQL of SQLite lives in the modules below, one per table group, as
+//! `const` statements next to their row mappers.
 
 pub mod admin;
 pub mod budgets;
@@ -17,11 +23,367 @@ pub mod list;
 pub mod migrate;
 pub mod open;
 pub mod query;
+pub mod rows;
 pub mod runs;
 pub mod sessions;
+pub mod sqlite_tx;
 pub mod transfer;
 pub mod tx;
 pub mod workflow;
 pub mod writelock;
 
 pub use open::{open, StoreConfig, SyncMode};
+
+use crate::error::{LatestEvent, Result};
+use crate::model::{Event, Run, Session, SessionStatus, Usage};
+use rows::{
+    BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
+    NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
+};
+
+/// Which sessions a guarded UPDATE may change: those whose status is one of
+/// `from` and, with `rev`, whose rev is that (SPEC §1: the conditional
+/// UPDATE of every mutation).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionGuard<'a> {
+    /// The statuses the verb may start from.
+    pub from: &'a [SessionStatus],
+    /// Only at this rev (`--if-rev`, or the rev read under the write lock).
+    pub rev: Option<i64>,
+}
+
+/// What a guarded UPDATE of a session sets besides `rev = rev + 1` and
+/// `updated_at_ms = max(updated_at_ms, now_ms)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionChange<'a> {
+    /// The write's time, ms since the epoch.
+    pub now_ms: i64,
+    /// The new status; a terminal one also sets `ended_at_ms` (never below
+    /// `updated_at_ms`).
+    pub status: Option<SessionStatus>,
+    /// `final_result` (completion).
+    pub final_result: Option<&'a str>,
+    /// `end_reason` (fail, cancel, a rejected gate, a budget policy).
+    pub end_reason: Option<&'a str>,
+    /// `stage`: `Some(None)` clears it.
+    pub stage: Option<Option<&'a str>>,
+    /// `checkpoint_seq` becomes the seq of the event this mutation appends
+    /// next.
+    pub checkpoint_at_next_seq: bool,
+    /// The usage sums (not deltas).
+    pub usage: Option<Usage>,
+}
+
+/// A new session row (create, fork and import): the `sessions` row, its
+/// `session_data` and its tags.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionRow<'a> {
+    /// `ses_` + 16 hex.
+    pub session_id: &'a str,
+    /// Status.
+    pub status: SessionStatus,
+    /// Title.
+    pub title: &'a str,
+    /// Goal.
+    pub goal: Option<&'a str>,
+    /// App.
+    pub app: Option<&'a str>,
+    /// Agent id.
+    pub agent_id: Option<&'a str>,
+    /// Route.
+    pub route: Option<&'a str>,
+    /// Stage.
+    pub stage: Option<&'a str>,
+    /// Parent session.
+    pub parent_session_id: Option<&'a str>,
+    /// Tags, de-duplicated, in order.
+    pub tags: &'a [String],
+    /// Compact JSON object text.
+    pub context: &'a str,
+    /// Compact JSON object text.
+    pub metadata: &'a str,
+    /// Actor type.
+    pub actor_type: crate::model::ActorType,
+    /// Actor id.
+    pub actor_id: Option<&'a str>,
+    /// Revision (1 for a new session).
+    pub rev: i64,
+    /// Seq of the latest checkpoint event.
+    pub checkpoint_seq: Option<i64>,
+    /// Completion result.
+    pub final_result: Option<&'a str>,
+    /// Fail / cancel reason.
+    pub end_reason: Option<&'a str>,
+    /// Usage sums.
+    pub usage: Usage,
+    /// ms since the epoch.
+    pub created_at_ms: i64,
+    /// ms since the epoch.
+    pub updated_at_ms: i64,
+    /// ms since the epoch, terminal sessions only.
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A run UPDATE (the run verbs and a session's end); each is guarded by
+/// the run statuses its verb starts from.
+#[derive(Debug, Clone, Copy)]
+pub enum RunChange<'a> {
+    /// pending → running.
+    Start,
+    /// Usage added: the amounts to add to the run's sums.
+    Usage {
+        /// Input tokens.
+        input_tokens: i64,
+        /// Output tokens.
+        output_tokens: i64,
+        /// API calls.
+        api_calls: i64,
+    },
+    /// One more turn.
+    Turn,
+    /// → completed, with the output object text.
+    Complete(Option<&'a str>),
+    /// → failed, with the error.
+    Fail {
+        /// Error code.
+        code: &'a str,
+        /// Error message.
+        message: &'a str,
+    },
+    /// → cancelled.
+    Cancel,
+    /// → timeout.
+    Timeout,
+    /// → cancelled because its session ended (`SESSION_ENDED`).
+    SessionEnded {
+        /// The error code, `SESSION_ENDED`.
+        code: &'a str,
+        /// The error message.
+        message: &'a str,
+    },
+}
+
+/// A budget's limits and policy as `session budget` sets them.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetLimits {
+    /// Token limit.
+    pub max_tokens: Option<i64>,
+    /// API-call limit.
+    pub max_api_calls: Option<i64>,
+    /// Duration limit, ms.
+    pub max_duration_ms: Option<i64>,
+    /// `pause`, `fail` or `warn`.
+    pub on_exceed: crate::model::OnExceed,
+    /// When a limit was crossed, or `None` (re-armed).
+    pub exceeded_at_ms: Option<i64>,
+}
+
+/// One page of the global feed: the events kept, the last event id
+/// scanned, and whether the scan reached the end.
+pub type FeedScan = (Vec<Event>, i64, bool);
+
+/// One page of `session list`: the sessions and the next page's
+/// `(timestamp ms, insert_seq)` key.
+pub type SessionsPage = (Vec<Session>, Option<(i64, i64)>);
+
+/// The store interface: typed operations inside one open transaction (a
+/// read snapshot or a write transaction, as the caller opened it).
+///
+/// Errors are logbook's own, classified by the backend (busy, corrupt, I/O;
+/// anything unexpected INTERNAL); a handle fills in its path and busy
+/// timeout.
+pub trait Tx {
+    // ---- sessions ----
+
+    /// The whole session (with data, latest checkpoint and references).
+    fn find_session(&mut self, id: &str) -> Result<Option<Session>>;
+    /// Whether the session exists.
+    fn session_exists(&mut self, id: &str) -> Result<bool>;
+    /// The session's status (as stored) and rev.
+    fn select_status_rev(&mut self, id: &str) -> Result<Option<(String, i64)>>;
+    /// Status, rev, `updated_at_ms` and usage sums.
+    fn select_session_state(&mut self, id: &str) -> Result<Option<SessionState>>;
+    /// The newest `created_at_ms` of any session.
+    fn newest_created_at_ms(&mut self) -> Result<Option<i64>>;
+    /// Inserts a session row, its data and tags; `Ok(None)` when its id is
+    /// taken (nothing inserted).
+    fn insert_session(&mut self, row: &SessionRow<'_>) -> Result<Option<i64>>;
+    /// The guarded conditional UPDATE: whether a row matched.
+    fn update_session(
+        &mut self,
+        id: &str,
+        guard: SessionGuard<'_>,
+        change: &SessionChange<'_>,
+    ) -> Result<bool>;
+    /// Replaces the session's context (restore).
+    fn update_context(&mut self, id: &str, context: &str) -> Result<()>;
+    /// How many references of `kind` the session has.
+    fn count_refs(&mut self, id: &str, kind: &str) -> Result<i64>;
+    /// Whether the reference is linked already.
+    fn ref_exists(&mut self, id: &str, kind: &str, ref_id: &str) -> Result<bool>;
+    /// Links a reference at `ordinal`, by the event at `linked_seq`.
+    fn insert_ref(
+        &mut self,
+        id: &str,
+        kind: &str,
+        ref_id: &str,
+        ordinal: i64,
+        linked_seq: i64,
+    ) -> Result<()>;
+    /// The session's direct children, in creation order.
+    fn select_children(&mut self, id: &str) -> Result<Vec<ChildRow>>;
+    /// A page of `session list`: the sessions and the next page's key.
+    fn list_sessions(&mut self, q: &ListQuery) -> Result<SessionsPage>;
+
+    // ---- events ----
+
+    /// Appends an event with its chain link (and idempotency key); returns
+    /// `(event_id, seq)`.
+    fn insert_event(&mut self, e: &NewEvent<'_>) -> Result<(i64, i64)>;
+    /// The session's events with `after_seq < seq <= after_seq + limit`.
+    fn select_events(&mut self, id: &str, after_seq: i64, limit: i64) -> Result<Vec<Event>>;
+    /// The session's newest event.
+    fn latest_event(&mut self, id: &str) -> Result<Option<LatestEvent>>;
+    /// What an idempotency key produced on a session.
+    fn find_key(&mut self, key: &str, id: &str) -> Result<Option<KeyHit>>;
+    /// The session (and request digest) a create with this key produced.
+    fn find_created_by_key(&mut self, key: &str) -> Result<Option<(String, String)>>;
+    /// Events of every session after `after`, in event-id order: at most
+    /// `limit` kept by `keep`, at most `max_scan` scanned.
+    fn scan_feed(
+        &mut self,
+        after: i64,
+        limit: usize,
+        max_scan: usize,
+        keep: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<FeedScan>;
+    /// One session's events after event id `after`, at most `limit` kept.
+    fn scan_feed_session(
+        &mut self,
+        id: &str,
+        after: i64,
+        limit: usize,
+        keep: &mut dyn FnMut(&Event) -> bool,
+    ) -> Result<Vec<Event>>;
+    /// The newest event id (0 when there is none).
+    fn newest_event_id(&mut self) -> Result<i64>;
+
+    // ---- snapshots, gates, leases ----
+
+    /// Stores the snapshot of the checkpoint event at `seq`.
+    fn insert_snapshot(
+        &mut self,
+        id: &str,
+        seq: i64,
+        step: Option<&str>,
+        state: &str,
+    ) -> Result<()>;
+    /// The session's snapshots by seq, without state.
+    fn select_snapshots(&mut self, id: &str) -> Result<Vec<SnapshotRow>>;
+    /// The snapshot at `seq` (or the newest), with its state.
+    fn find_snapshot(&mut self, id: &str, seq: Option<i64>) -> Result<Option<SnapshotRow>>;
+    /// The session's gates, oldest first.
+    fn select_gates(&mut self, id: &str) -> Result<Vec<GateFull>>;
+    /// The newest round of gate `name`.
+    fn find_latest_gate(&mut self, id: &str, name: &str) -> Result<Option<GateRow>>;
+    /// The newest pending gate.
+    fn find_pending_gate(&mut self, id: &str) -> Result<Option<GateFull>>;
+    /// Opens a gate.
+    fn insert_gate(&mut self, g: &NewGate<'_>) -> Result<()>;
+    /// Records a gate's decision.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_gate(
+        &mut self,
+        gate_id: i64,
+        status: &str,
+        seq: i64,
+        at_ms: i64,
+        reason: Option<&str>,
+        outcome: Option<&str>,
+    ) -> Result<()>;
+    /// The session's lease row.
+    fn find_lease(&mut self, id: &str) -> Result<Option<LeaseRow>>;
+    /// Takes, renews or takes over the lease.
+    fn upsert_lease(&mut self, id: &str, l: &LeaseRow) -> Result<()>;
+    /// Releases the lease.
+    fn delete_lease(&mut self, id: &str) -> Result<()>;
+
+    // ---- budgets ----
+
+    /// The session's budget.
+    fn select_budget(&mut self, id: &str) -> Result<Option<BudgetRow>>;
+    /// Sets a budget's limits and policy (a new one when `new`).
+    fn upsert_budget(&mut self, id: &str, b: &BudgetLimits, new: bool, at_ms: i64) -> Result<()>;
+    /// Marks the write that crossed a limit.
+    fn mark_budget_exceeded(&mut self, id: &str, at_ms: i64) -> Result<()>;
+    /// Moves the budget's base to the given usage and re-arms it.
+    fn reset_budget(&mut self, id: &str, base: &Usage, at_ms: i64) -> Result<()>;
+
+    // ---- runs ----
+
+    /// Inserts a pending run; `Ok(false)` when its id is taken.
+    fn insert_run(
+        &mut self,
+        run_id: &str,
+        session_id: &str,
+        input: Option<&str>,
+        metadata: &str,
+        at_ms: i64,
+    ) -> Result<bool>;
+    /// One run.
+    fn find_run(&mut self, run_id: &str) -> Result<Option<Run>>;
+    /// The session's running run.
+    fn find_running_run(&mut self, session_id: &str) -> Result<Option<Run>>;
+    /// The session's runs in creation order.
+    fn select_runs(&mut self, session_id: &str) -> Result<Vec<Run>>;
+    /// The session's pending and running runs' ids, in creation order.
+    fn select_open_run_ids(&mut self, session_id: &str) -> Result<Vec<String>>;
+    /// A guarded run UPDATE at `at_ms`: how many rows it changed.
+    fn update_run(&mut self, run_id: &str, change: RunChange<'_>, at_ms: i64) -> Result<usize>;
+
+    // ---- the hash chain (verify) ----
+
+    /// Every event (of one session, or all) in chain order; `f` returns
+    /// `false` to stop.
+    fn walk_chain(
+        &mut self,
+        session: Option<&str>,
+        f: &mut dyn FnMut(ChainRow) -> bool,
+    ) -> Result<()>;
+    /// Up to `limit` sessions' ids and revs after id `after` (`""`: from
+    /// the first), by id.
+    fn sessions_page(&mut self, after: &str, limit: usize) -> Result<Vec<(String, i64)>>;
+    /// The first event of no session: its session id and seq.
+    fn first_orphan_event(&mut self) -> Result<Option<(String, i64)>>;
+    /// The session's snapshots beside their events' records.
+    fn snapshot_links(&mut self, id: &str) -> Result<Vec<chain::SnapshotLink>>;
+    /// The first checkpoint event whose recorded snapshot is gone.
+    fn first_missing_snapshot(&mut self, id: &str) -> Result<Option<i64>>;
+
+    // ---- export and import ----
+
+    /// The whole session (as [`Tx::find_session`]) and its checkpoint seq.
+    fn find_session_export(&mut self, id: &str) -> Result<Option<(Session, Option<i64>)>>;
+    /// A session's references with their order.
+    fn select_refs_full(&mut self, id: &str) -> Result<Vec<StoredRef>>;
+    /// A session's events with their stored hashes.
+    fn select_events_full(&mut self, id: &str) -> Result<Vec<StoredEvent>>;
+    /// A session's runs, budget, snapshots and gates.
+    fn select_workflow(&mut self, id: &str) -> Result<WorkflowRows>;
+    /// The insertion key of a session.
+    fn find_insert_seq(&mut self, id: &str) -> Result<Option<i64>>;
+    /// The largest insertion key.
+    fn max_insert_seq(&mut self) -> Result<i64>;
+    /// Whether a run id is taken.
+    fn run_exists(&mut self, run_id: &str) -> Result<bool>;
+    /// Inserts every row of an imported session; `Ok(false)` when a key,
+    /// constraint or trigger refused one (the caller rolls back to its
+    /// savepoint).
+    fn insert_session_rows(&mut self, s: &SessionRows) -> Result<bool>;
+    /// Opens the savepoint of one imported session.
+    fn savepoint(&mut self) -> Result<()>;
+    /// Keeps the savepoint's rows.
+    fn release_savepoint(&mut self) -> Result<()>;
+    /// Undoes the savepoint's rows.
+    fn rollback_to_savepoint(&mut self) -> Result<()>;
+}

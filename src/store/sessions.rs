@@ -49,13 +49,14 @@ pub const SELECT_CHECKPOINT: &str =
 /// The newest session's creation time (the clamp for a new one).
 pub const SELECT_MAX_CREATED: &str = "SELECT max(created_at_ms) FROM sessions";
 
-/// Inserts a session row at rev 1. ?13 is both created_at_ms and
-/// updated_at_ms: the caller clamps it so it never goes below the newest
-/// session's (the list order then equals insertion order).
-pub const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, status, title, app, agent_id, \
-     route, stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, \
-     created_at_ms, updated_at_ms) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 1, ?13, ?13)";
+/// Inserts a session row with every column given: the one insert of
+/// create, fork and import (`insert_session`). `actor_authenticated` is
+/// always 0: nothing logbook receives can vouch for an identity.
+pub const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, status, title, app, \
+     agent_id, route, stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, \
+     rev, checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
+     duration_ms, created_at_ms, updated_at_ms, ended_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+     ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
 
 /// Inserts the wide values of a new session.
 pub const INSERT_SESSION_DATA: &str =
@@ -72,115 +73,56 @@ pub const SESSION_EXISTS: &str = "SELECT 1 FROM sessions WHERE session_id = ?1";
 /// Status, rev of one session (to diagnose a refused conditional UPDATE).
 pub const SELECT_STATUS_REV: &str = "SELECT status, rev FROM sessions WHERE session_id = ?1";
 
-/// Builds a conditional UPDATE: bump rev, move updated_at_ms (never
-/// backwards), apply `$set`, only where the status allows the verb (and, in
-/// the guarded form, only at the given rev). No RETURNING: SQLite buffers
-/// RETURNING rows in an ephemeral table, a temp B-tree opened and closed on
-/// every call; the event insert reads what it needs from the row instead.
-///
-/// Each verb has its own statement with its statuses as literals: a bound
-/// `?N IS NULL OR rev = ?N` or `status IN (?, ?)` would let SQLite fold the
-/// bound value into the plan and re-prepare the statement on every call, and
-/// the statuses are an `OR` chain, because an `IN` list of three or more
-/// constants builds a temporary B-tree on every run;
-/// for the same reason the event seq subquery is correlated
-/// (`sessions.session_id`), not bound (`?1`).
-macro_rules! update_sessions {
-    ($set:literal, $statuses:literal, $guard:literal) => {
-        concat!(
-            "UPDATE sessions SET rev = rev + 1, updated_at_ms = max(updated_at_ms, ?2)",
-            $set,
-            " WHERE session_id = ?1 AND (",
-            $statuses,
-            ")",
-            $guard
-        )
-    };
+/// Inserts a session: its row ([`INSERT_SESSION`]), its `session_data`
+/// and its tags. Returns its insertion key.
+pub fn insert_session(
+    conn: &Connection,
+    r: &crate::store::SessionRow<'_>,
+) -> rusqlite::Result<i64> {
+    let tags = serde_json::to_string(r.tags)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    conn.prepare_cached(INSERT_SESSION)?.execute(params![
+        r.session_id,
+        r.status.as_str(),
+        r.title,
+        r.app,
+        r.agent_id,
+        r.route,
+        r.stage,
+        r.parent_session_id,
+        tags,
+        r.actor_type.as_str(),
+        r.actor_id,
+        r.rev,
+        r.checkpoint_seq,
+        r.final_result,
+        r.end_reason,
+        r.usage.input_tokens,
+        r.usage.output_tokens,
+        r.usage.api_calls,
+        r.usage.duration_ms,
+        r.created_at_ms,
+        r.updated_at_ms,
+        r.ended_at_ms,
+    ])?;
+    let insert_seq = conn.last_insert_rowid();
+    conn.prepare_cached(INSERT_SESSION_DATA)?.execute(params![
+        insert_seq,
+        r.session_id,
+        r.goal,
+        r.context,
+        r.metadata
+    ])?;
+    for t in r.tags {
+        conn.prepare_cached(INSERT_TAG)?.execute(params![
+            t,
+            r.created_at_ms,
+            insert_seq,
+            r.session_id
+        ])?;
+    }
+    Ok(insert_seq)
 }
-
-pub(crate) use update_sessions;
-
-/// pending → active. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_START: [&str; 2] = [
-    update_sessions!(", status = 'active'", "status = 'pending'", ""),
-    update_sessions!(", status = 'active'", "status = 'pending'", " AND rev = ?3"),
-];
-/// active → paused. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_PAUSE: [&str; 2] = [
-    update_sessions!(", status = 'paused'", "status = 'active'", ""),
-    update_sessions!(", status = 'paused'", "status = 'active'", " AND rev = ?3"),
-];
-/// paused → active. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_RESUME: [&str; 2] = [
-    update_sessions!(", status = 'active'", "status = 'paused'", ""),
-    update_sessions!(", status = 'active'", "status = 'paused'", " AND rev = ?3"),
-];
-/// active → completed. ?1 id, ?2 now ms, ?3 result; guarded: ?4 rev.
-pub const UPDATE_COMPLETE: [&str; 2] = [
-    update_sessions!(
-        ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
-        "status = 'active'",
-        ""
-    ),
-    update_sessions!(
-        ", status = 'completed', ended_at_ms = max(updated_at_ms, ?2), final_result = ?3",
-        "status = 'active'",
-        " AND rev = ?4"
-    ),
-];
-/// pending | active | paused → failed. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
-pub const UPDATE_FAIL: [&str; 2] = [
-    update_sessions!(
-        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        " AND rev = ?4"
-    ),
-];
-/// pending | active | paused → cancelled. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
-pub const UPDATE_CANCEL: [&str; 2] = [
-    update_sessions!(
-        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        " AND rev = ?4"
-    ),
-];
-/// A checkpoint on an active session; `status` stays out of the SET list so
-/// the status index is not touched, and the step and note go in the event.
-/// ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_CHECKPOINT: [&str; 2] = [
-    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "status = 'active'", ""),
-    update_sessions!(", checkpoint_seq = (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = sessions.session_id)", "status = 'active'", " AND rev = ?3"),
-];
-/// An agent's own event on a live session. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_TOUCH: [&str; 2] = [
-    update_sessions!(
-        "",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        "",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        " AND rev = ?3"
-    ),
-];
-
-/// A stage event on an active session: sets `stage`. ?1 id, ?2 now ms,
-/// ?3 stage name; guarded: ?4 rev.
-pub const UPDATE_STAGE: [&str; 2] = [
-    update_sessions!(", stage = ?3", "status = 'active'", ""),
-    update_sessions!(", stage = ?3", "status = 'active'", " AND rev = ?4"),
-];
 
 /// Linked references of one session (sorted by kind and ordinal in Rust: an
 /// `ORDER BY` here makes SQLite re-prepare the statement on every binding).
@@ -335,34 +277,35 @@ pub fn select_status_rev(conn: &Connection, id: &str) -> rusqlite::Result<Option
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::model::Verb;
+    use crate::model::{SessionStatus, Verb};
+    use crate::store::sqlite_tx::session_update;
+    use crate::store::{SessionChange, SessionGuard};
 
-    /// Each verb's UPDATE admits exactly the statuses of the transition table.
+    /// Each verb's UPDATE admits exactly the statuses of the transition
+    /// table, and the rev term only when guarded.
     #[test]
     fn update_statements_match_the_transition_table() {
-        let table = [
-            (Verb::Start, UPDATE_START),
-            (Verb::Pause, UPDATE_PAUSE),
-            (Verb::Resume, UPDATE_RESUME),
-            (Verb::Complete, UPDATE_COMPLETE),
-            (Verb::Fail, UPDATE_FAIL),
-            (Verb::Cancel, UPDATE_CANCEL),
-            (Verb::Checkpoint, UPDATE_CHECKPOINT),
-            (Verb::AppendEvent, UPDATE_TOUCH),
-            (Verb::Stage, UPDATE_STAGE),
-        ];
-        for (verb, sql) in table {
+        for verb in Verb::VARIANTS {
             let list: Vec<String> = verb
                 .allowed_from()
                 .iter()
                 .map(|s| format!("status = '{}'", s.as_str()))
                 .collect();
             let want = format!("session_id = ?1 AND ({})", list.join(" OR "));
-            for s in sql {
-                assert!(s.contains(&want), "{verb:?}: {s}");
+            for rev in [None, Some(7)] {
+                let guard = SessionGuard {
+                    from: verb.allowed_from(),
+                    rev,
+                };
+                let change = SessionChange {
+                    status: Some(SessionStatus::Paused),
+                    ..SessionChange::default()
+                };
+                let (sql, params) = session_update("ses_0000000000000000", guard, &change);
+                assert!(sql.contains(&want), "{verb:?}: {sql}");
+                assert_eq!(sql.contains("AND rev = ?3"), rev.is_some(), "{sql}");
+                assert_eq!(params.len(), 2 + usize::from(rev.is_some()));
             }
-            assert!(!sql[0].contains("rev = ?") && sql[1].contains("AND rev = ?"));
         }
     }
 }

@@ -15,11 +15,14 @@ fn json_text(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<Strin
     Ok(opt_json(r, idx)?.map(|v| v.get().to_owned()))
 }
 use super::events::INSERT_EVENT;
-use super::sessions::{INSERT_REF, INSERT_SESSION_DATA, INSERT_TAG};
+pub use super::rows::{
+    BudgetFull, EventRow, GateFull, RefRow, RunRow, SessionRows, SnapshotFull, StoredEvent,
+    StoredRef, WorkflowRows,
+};
+use super::sessions::INSERT_REF;
 use crate::chain;
-use crate::model::{ActorType, SessionStatus, Usage};
+use crate::model::SessionStatus;
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::value::RawValue;
 
 /// Every session id, in id order (the export order).
 pub const SELECT_IDS: &str = "SELECT session_id FROM sessions ORDER BY session_id";
@@ -38,15 +41,6 @@ pub const SELECT_REFS_FULL: &str =
 /// A session's events with their stored hash, by seq.
 pub const SELECT_EVENTS_FULL: &str = "SELECT seq, type, at_ms, actor_type, detail, data, run_id, \
      hash FROM events WHERE session_id = ?1 ORDER BY seq";
-
-/// Inserts an imported session with every column given (no defaults, no
-/// clamping: the import keeps the recorded values). `actor_authenticated`
-/// is always 0: an import cannot vouch for an identity.
-pub const INSERT_SESSION_IMPORT: &str = "INSERT INTO sessions (session_id, status, title, app, \
-     agent_id, route, stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, \
-     rev, checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
-     duration_ms, created_at_ms, updated_at_ms, ended_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-     ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
 
 /// Every run of a session with every column (sorted by insert_seq in Rust).
 pub const SELECT_RUNS_FULL: &str = "SELECT run_id, status, input, output, error_code, \
@@ -118,181 +112,6 @@ pub const RELEASE: &str = "RELEASE logbook_import_session";
 /// Undoes every row of the session, keeping the batch's other sessions.
 pub const ROLLBACK_TO: &str = "ROLLBACK TO logbook_import_session";
 
-/// One linked reference: kind (`plan`, `operation`, `deployment`), id, and
-/// the seq of the event that linked it. Its ordinal is its position among
-/// the references of its kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefRow {
-    /// `plan`, `operation` or `deployment`.
-    pub kind: &'static str,
-    /// The referenced id.
-    pub id: String,
-    /// Seq of the event that linked it.
-    pub linked_seq: i64,
-}
-
-/// One event to insert; its seq is its position in [`SessionRows::events`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventRow {
-    /// Event type.
-    pub event_type: String,
-    /// ms since the Unix epoch (UTC).
-    pub at_ms: i64,
-    /// Writer.
-    pub actor_type: ActorType,
-    /// Redacted short text.
-    pub detail: Option<String>,
-    /// Redacted compact JSON object.
-    pub data: Option<String>,
-    /// Run id.
-    pub run_id: Option<String>,
-}
-
-/// A whole validated, redacted session, ready to insert.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRows {
-    /// `ses_` + 16 hex.
-    pub session_id: String,
-    /// Status.
-    pub status: SessionStatus,
-    /// Title.
-    pub title: String,
-    /// Goal.
-    pub goal: Option<String>,
-    /// App.
-    pub app: Option<String>,
-    /// Agent id.
-    pub agent_id: Option<String>,
-    /// Route.
-    pub route: Option<String>,
-    /// Stage.
-    pub stage: Option<String>,
-    /// Parent session id.
-    pub parent_session_id: Option<String>,
-    /// Tags, de-duplicated, in order.
-    pub tags: Vec<String>,
-    /// Compact JSON object.
-    pub context: String,
-    /// Compact JSON object.
-    pub metadata: String,
-    /// Actor type of the session.
-    pub actor_type: ActorType,
-    /// Actor id.
-    pub actor_id: Option<String>,
-    /// Revision.
-    pub rev: i64,
-    /// Seq of the latest checkpoint event.
-    pub checkpoint_seq: Option<i64>,
-    /// References in order (per kind).
-    pub refs: Vec<RefRow>,
-    /// Completion result.
-    pub final_result: Option<String>,
-    /// Fail / cancel reason.
-    pub end_reason: Option<String>,
-    /// Usage sums.
-    pub usage: Usage,
-    /// ms since the Unix epoch.
-    pub created_at_ms: i64,
-    /// ms since the Unix epoch.
-    pub updated_at_ms: i64,
-    /// ms since the Unix epoch, terminal sessions only.
-    pub ended_at_ms: Option<i64>,
-    /// Events in seq order (seq = index).
-    pub events: Vec<EventRow>,
-    /// Runs, budget, snapshots and gates (schema V3/V4).
-    pub workflow: WorkflowRows,
-}
-
-/// One run with every column a rebuild needs. JSON columns are compact
-/// JSON object text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRow {
-    /// `run_` + 16 hex.
-    pub run_id: String,
-    /// Status name.
-    pub status: String,
-    /// Input object, or `None`.
-    pub input: Option<String>,
-    /// Output object, or `None`.
-    pub output: Option<String>,
-    /// Error code, or `None`.
-    pub error_code: Option<String>,
-    /// Error message, or `None`.
-    pub error_message: Option<String>,
-    /// Metadata object.
-    pub metadata: String,
-    /// Input tokens.
-    pub input_tokens: i64,
-    /// Output tokens.
-    pub output_tokens: i64,
-    /// API calls.
-    pub api_calls: i64,
-    /// Turns.
-    pub turn_count: i64,
-    /// ms since the Unix epoch.
-    pub created_at_ms: i64,
-    /// ms since the Unix epoch.
-    pub updated_at_ms: i64,
-    /// ms since the Unix epoch, once started.
-    pub started_at_ms: Option<i64>,
-    /// ms since the Unix epoch, once terminal.
-    pub ended_at_ms: Option<i64>,
-}
-
-/// A session's budget with every column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetFull {
-    /// Token limit, or `None`.
-    pub max_tokens: Option<i64>,
-    /// API-call limit, or `None`.
-    pub max_api_calls: Option<i64>,
-    /// Duration limit (ms), or `None`.
-    pub max_duration_ms: Option<i64>,
-    /// `pause`, `fail` or `warn`.
-    pub on_exceed: String,
-    /// Tokens at the last reset.
-    pub base_tokens: i64,
-    /// API calls at the last reset.
-    pub base_api_calls: i64,
-    /// Duration at the last reset, ms.
-    pub base_duration_ms: i64,
-    /// When a limit was crossed, if marked.
-    pub exceeded_at_ms: Option<i64>,
-    /// Last change, ms since the Unix epoch.
-    pub updated_at_ms: i64,
-}
-
-/// A checkpoint snapshot with its state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotFull {
-    /// Seq of its `checkpoint` event.
-    pub seq: i64,
-    /// The checkpoint's step.
-    pub step: Option<String>,
-    /// The session's stage when it was taken.
-    pub stage: Option<String>,
-    /// Compact JSON object text.
-    pub state: String,
-    /// ms since the Unix epoch.
-    pub at_ms: i64,
-}
-
-pub use super::workflow::GateFull;
-
-/// A session's rows in the V3/V4 tables that export and import carry
-/// (leases excluded: a lease is a live lock, not history).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkflowRows {
-    /// Runs in creation order.
-    pub runs: Vec<RunRow>,
-    /// The budget, if one was set.
-    pub budget: Option<BudgetFull>,
-    /// Snapshots by seq.
-    pub snapshots: Vec<SnapshotFull>,
-    /// Gates in opening order.
-    pub gates: Vec<GateFull>,
-}
-
 /// Runs one of the fixed statements above that takes no parameter.
 pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
@@ -329,55 +148,39 @@ pub fn run_exists(conn: &Connection, run_id: &str) -> rusqlite::Result<bool> {
 /// gates; and last the session's recorded status and rev. The caller has
 /// checked that such a session's rev is at least 2.
 pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Result<()> {
-    let tags = serde_json::to_string(&s.tags)
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     let staged = s.status.is_terminal() && !s.workflow.runs.is_empty();
     let (status, rev) = if staged {
-        ("active", s.rev - 1)
+        (SessionStatus::Active, s.rev - 1)
     } else {
-        (s.status.as_str(), s.rev)
+        (s.status, s.rev)
     };
-    conn.prepare_cached(INSERT_SESSION_IMPORT)?
-        .execute(params![
-            s.session_id,
+    super::sessions::insert_session(
+        conn,
+        &crate::store::SessionRow {
+            session_id: &s.session_id,
             status,
-            s.title,
-            s.app,
-            s.agent_id,
-            s.route,
-            s.stage,
-            s.parent_session_id,
-            tags,
-            s.actor_type.as_str(),
-            s.actor_id,
+            title: &s.title,
+            goal: s.goal.as_deref(),
+            app: s.app.as_deref(),
+            agent_id: s.agent_id.as_deref(),
+            route: s.route.as_deref(),
+            stage: s.stage.as_deref(),
+            parent_session_id: s.parent_session_id.as_deref(),
+            tags: &s.tags,
+            context: &s.context,
+            metadata: &s.metadata,
+            actor_type: s.actor_type,
+            actor_id: s.actor_id.as_deref(),
             rev,
-            s.checkpoint_seq,
-            s.final_result,
-            s.end_reason,
-            s.usage.input_tokens,
-            s.usage.output_tokens,
-            s.usage.api_calls,
-            s.usage.duration_ms,
-            s.created_at_ms,
-            s.updated_at_ms,
-            s.ended_at_ms,
-        ])?;
-    let insert_seq = conn.last_insert_rowid();
-    conn.prepare_cached(INSERT_SESSION_DATA)?.execute(params![
-        insert_seq,
-        s.session_id,
-        s.goal,
-        s.context,
-        s.metadata
-    ])?;
-    for t in &s.tags {
-        conn.prepare_cached(INSERT_TAG)?.execute(params![
-            t,
-            s.created_at_ms,
-            insert_seq,
-            s.session_id
-        ])?;
-    }
+            checkpoint_seq: s.checkpoint_seq,
+            final_result: s.final_result.as_deref(),
+            end_reason: s.end_reason.as_deref(),
+            usage: s.usage,
+            created_at_ms: s.created_at_ms,
+            updated_at_ms: s.updated_at_ms,
+            ended_at_ms: s.ended_at_ms,
+        },
+    )?;
     let mut ordinals: [(&str, i64); 3] = [("plan", 0), ("operation", 0), ("deployment", 0)];
     for r in &s.refs {
         let Some(slot) = ordinals.iter_mut().find(|(k, _)| *k == r.kind) else {
@@ -564,40 +367,6 @@ pub fn select_workflow(conn: &Connection, id: &str) -> rusqlite::Result<Workflow
     })
 }
 
-/// A stored reference, for export.
-#[derive(Debug, Clone)]
-pub struct StoredRef {
-    /// `plan`, `operation` or `deployment`.
-    pub kind: String,
-    /// The referenced id.
-    pub id: String,
-    /// Its position among the session's references of its kind.
-    pub ordinal: i64,
-    /// Seq of the event that linked it.
-    pub linked_seq: i64,
-}
-
-/// A stored event with its hash, for export.
-#[derive(Debug)]
-pub struct StoredEvent {
-    /// Per-session seq.
-    pub seq: i64,
-    /// Type.
-    pub event_type: String,
-    /// ms since the Unix epoch.
-    pub at_ms: i64,
-    /// Writer.
-    pub actor_type: String,
-    /// Short text.
-    pub detail: Option<String>,
-    /// Compact JSON object as stored.
-    pub data: Option<Box<RawValue>>,
-    /// Run id.
-    pub run_id: Option<String>,
-    /// Stored hash, 32 bytes (empty if absent).
-    pub hash: Vec<u8>,
-}
-
 /// Every session id in id order, passed to `f` one at a time (streams; `f`
 /// returning an error stops the walk).
 ///
@@ -679,7 +448,6 @@ mod tests {
             SELECT_MAX_INSERT_SEQ,
             SELECT_REFS_FULL,
             SELECT_EVENTS_FULL,
-            INSERT_SESSION_IMPORT,
             SELECT_RUNS_FULL,
             SELECT_RUN_EXISTS,
             INSERT_RUN_IMPORT,

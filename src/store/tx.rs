@@ -10,7 +10,7 @@ use std::ops::Deref;
 
 /// An open transaction; derefs to the connection.
 #[derive(Debug)]
-pub struct Tx<'c> {
+pub struct Txn<'c> {
     conn: &'c Connection,
     open: bool,
 }
@@ -19,18 +19,18 @@ fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-impl<'c> Tx<'c> {
+impl<'c> Txn<'c> {
     /// `BEGIN IMMEDIATE`: takes the write lock now, where the busy handler
     /// applies, instead of failing to upgrade a read lock later.
     pub fn immediate(conn: &'c Connection) -> rusqlite::Result<Self> {
         run(conn, "BEGIN IMMEDIATE")?;
-        Ok(Tx { conn, open: true })
+        Ok(Txn { conn, open: true })
     }
 
     /// `BEGIN` (deferred): one read snapshot for several statements.
     pub fn read(conn: &'c Connection) -> rusqlite::Result<Self> {
         run(conn, "BEGIN")?;
-        Ok(Tx { conn, open: true })
+        Ok(Txn { conn, open: true })
     }
 
     /// `COMMIT`. On failure the transaction is rolled back when dropped.
@@ -47,14 +47,14 @@ impl<'c> Tx<'c> {
     }
 }
 
-impl Deref for Tx<'_> {
+impl Deref for Txn<'_> {
     type Target = Connection;
     fn deref(&self) -> &Connection {
         self.conn
     }
 }
 
-impl Drop for Tx<'_> {
+impl Drop for Txn<'_> {
     fn drop(&mut self) {
         if self.open && !self.conn.is_autocommit() {
             // Nothing else can be done with a failed rollback here; SQLite

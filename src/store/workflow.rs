@@ -9,71 +9,7 @@
 use super::codec::{opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::sessions::update_sessions;
-
-/// Any gate on an active session: `auto` (approved at once). ?1 id, ?2 now
-/// ms; guarded: ?3 rev.
-pub const UPDATE_GATE_AUTO: [&str; 2] = [
-    update_sessions!("", "status = 'active'", ""),
-    update_sessions!("", "status = 'active'", " AND rev = ?3"),
-];
-/// A blocking gate: active → paused, the `pause` statement itself (one
-/// cached statement for both). ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_GATE_WAIT: [&str; 2] = super::sessions::UPDATE_PAUSE;
-/// Approve: paused → active, the `resume` statement itself. ?1 id, ?2 now
-/// ms; guarded: ?3 rev.
-pub const UPDATE_GATE_APPROVE: [&str; 2] = super::sessions::UPDATE_RESUME;
-/// Reject: paused → failed. ?1 id, ?2 now ms, ?3 reason; guarded: ?4 rev.
-pub const UPDATE_GATE_REJECT: [&str; 2] = [
-    update_sessions!(
-        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        ", status = 'failed', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'paused'",
-        " AND rev = ?4"
-    ),
-];
-/// Reject with `--abort`: paused → cancelled. ?1 id, ?2 now ms, ?3 reason;
-/// guarded: ?4 rev.
-pub const UPDATE_GATE_ABORT: [&str; 2] = [
-    update_sessions!(
-        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        ", status = 'cancelled', ended_at_ms = max(updated_at_ms, ?2), end_reason = ?3",
-        "status = 'paused'",
-        " AND rev = ?4"
-    ),
-];
-/// Restore: sets `stage` (?3, may be NULL) on an active or paused session.
-/// ?1 id, ?2 now ms; guarded: ?4 rev.
-pub const UPDATE_RESTORE: [&str; 2] = [
-    update_sessions!(", stage = ?3", "status = 'active' OR status = 'paused'", ""),
-    update_sessions!(
-        ", stage = ?3",
-        "status = 'active' OR status = 'paused'",
-        " AND rev = ?4"
-    ),
-];
-/// Lease changes and the source side of a fork: any live session, status
-/// unchanged. ?1 id, ?2 now ms; guarded: ?3 rev.
-pub const UPDATE_LIVE_TOUCH: [&str; 2] = [
-    update_sessions!(
-        "",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        ""
-    ),
-    update_sessions!(
-        "",
-        "status = 'pending' OR status = 'active' OR status = 'paused'",
-        " AND rev = ?3"
-    ),
-];
+pub use super::rows::{ChildRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
 
 /// Replaces a session's context (restore). ?1 id, ?2 context JSON text.
 pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = ?2 \
@@ -99,23 +35,6 @@ pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, s
 /// The newest snapshot with its state. ?1 id.
 pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
      FROM session_snapshots WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
-
-/// A snapshot's listing fields.
-#[derive(Debug, Clone)]
-pub struct SnapshotRow {
-    /// Seq of its checkpoint event.
-    pub seq: i64,
-    /// The checkpoint's step.
-    pub step: Option<String>,
-    /// The session's stage when it was taken.
-    pub stage: Option<String>,
-    /// Bytes of the stored state.
-    pub size_bytes: i64,
-    /// When, ms since the epoch.
-    pub at_ms: i64,
-    /// The state JSON text (empty in listings).
-    pub state: String,
-}
 
 fn map_snapshot(r: &rusqlite::Row<'_>, with_state: bool) -> rusqlite::Result<SnapshotRow> {
     Ok(SnapshotRow {
@@ -209,40 +128,6 @@ pub const INSERT_GATE: &str = "INSERT INTO session_gates (session_id, name, roun
 pub const UPDATE_GATE_DECIDE: &str = "UPDATE session_gates SET status = ?2, decided_seq = ?3, \
      decided_at_ms = ?4, reason = ?5, outcome = ?6 WHERE gate_id = ?1";
 
-/// A gate with every column but its row id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateFull {
-    /// Name.
-    pub name: String,
-    /// Round of the name, from 1.
-    pub round: i64,
-    /// `auto`, `user-approval` or `step-confirm`.
-    pub kind: String,
-    /// `pending`, `approved` or `rejected`.
-    pub status: String,
-    /// Seq of the opening event.
-    pub opened_seq: i64,
-    /// ms since the Unix epoch.
-    pub opened_at_ms: i64,
-    /// Seq of the deciding event.
-    pub decided_seq: Option<i64>,
-    /// ms since the Unix epoch.
-    pub decided_at_ms: Option<i64>,
-    /// Note or reason.
-    pub reason: Option<String>,
-    /// `failed` or `cancelled` for a rejection.
-    pub outcome: Option<String>,
-}
-
-/// A stored gate: its row id and its columns.
-#[derive(Debug, Clone)]
-pub struct GateRow {
-    /// Row id.
-    pub gate_id: i64,
-    /// Every other column.
-    pub gate: GateFull,
-}
-
 fn map_gate(r: &rusqlite::Row<'_>) -> rusqlite::Result<GateRow> {
     Ok(GateRow {
         gate_id: r.get(0)?,
@@ -288,25 +173,6 @@ pub fn find_pending_gate(conn: &Connection, id: &str) -> rusqlite::Result<Option
         .query_row(params![id], map_gate)
         .optional()?
         .map(|g| g.gate))
-}
-
-/// A new gate row.
-#[derive(Debug, Clone)]
-pub struct NewGate<'a> {
-    /// Session.
-    pub session_id: &'a str,
-    /// Name.
-    pub name: &'a str,
-    /// Round.
-    pub round: i64,
-    /// Kind.
-    pub kind: &'a str,
-    /// Opening event seq.
-    pub seq: i64,
-    /// Opening time, ms.
-    pub at_ms: i64,
-    /// Inserted already approved (`auto`).
-    pub approved: bool,
 }
 
 /// Inserts a gate.
@@ -364,23 +230,6 @@ pub const UPSERT_LEASE: &str = "INSERT INTO session_leases (session_id, token_sh
 /// Releases the lease. ?1 id.
 pub const DELETE_LEASE: &str = "DELETE FROM session_leases WHERE session_id = ?1";
 
-/// A lease row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseRow {
-    /// SHA-256 (hex) of the token.
-    pub token_sha256: String,
-    /// Owner pid.
-    pub pid: i64,
-    /// Owner host.
-    pub hostname: String,
-    /// ms since the epoch.
-    pub acquired_at_ms: i64,
-    /// ms since the epoch.
-    pub expires_at_ms: i64,
-    /// Seq of the acquiring event.
-    pub acquired_seq: i64,
-}
-
 /// The session's lease row, if any.
 pub fn find_lease(conn: &Connection, id: &str) -> rusqlite::Result<Option<LeaseRow>> {
     conn.prepare_cached(SELECT_LEASE)?
@@ -425,21 +274,6 @@ pub fn delete_lease(conn: &Connection, id: &str) -> rusqlite::Result<()> {
 pub const SELECT_CHILDREN: &str = "SELECT session_id, status, title, created_at_ms, insert_seq \
      FROM sessions WHERE parent_session_id = ?1";
 
-/// A child row.
-#[derive(Debug, Clone)]
-pub struct ChildRow {
-    /// The child's id.
-    pub session_id: String,
-    /// Its status.
-    pub status: String,
-    /// Its title.
-    pub title: String,
-    /// ms since the epoch.
-    pub created_at_ms: i64,
-    /// Insertion key.
-    pub insert_seq: i64,
-}
-
 /// Direct children, in creation order.
 pub fn select_children(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChildRow>> {
     let mut st = conn.prepare_cached(SELECT_CHILDREN)?;
@@ -461,36 +295,4 @@ pub fn select_children(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Chil
 pub fn update_context(conn: &Connection, id: &str, context: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(UPDATE_CONTEXT)?
         .execute(params![id, context])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Verb;
-
-    /// Each workflow UPDATE admits exactly its verb's statuses.
-    #[test]
-    fn workflow_updates_match_the_transition_table() {
-        for (verb, sql) in [
-            (Verb::GateAuto, UPDATE_GATE_AUTO),
-            (Verb::GateWait, UPDATE_GATE_WAIT),
-            (Verb::GateApprove, UPDATE_GATE_APPROVE),
-            (Verb::GateReject, UPDATE_GATE_REJECT),
-            (Verb::GateAbort, UPDATE_GATE_ABORT),
-            (Verb::Restore, UPDATE_RESTORE),
-            (Verb::Lease, UPDATE_LIVE_TOUCH),
-            (Verb::Fork, UPDATE_LIVE_TOUCH),
-        ] {
-            let list: Vec<String> = verb
-                .allowed_from()
-                .iter()
-                .map(|s| format!("status = '{}'", s.as_str()))
-                .collect();
-            let want = format!("session_id = ?1 AND ({})", list.join(" OR "));
-            for s in sql {
-                assert!(s.contains(&want), "{verb:?}: {s}");
-            }
-            assert!(!sql[0].contains("rev = ?") && sql[1].contains("AND rev = ?"));
-        }
-    }
 }

@@ -430,17 +430,18 @@ fn every_sql_const_prepares() {
     env.create("t");
     let c = env.sql();
     use logbook::store::{events as e, sessions as s};
-    let updates = [
-        s::UPDATE_START,
-        s::UPDATE_PAUSE,
-        s::UPDATE_RESUME,
-        s::UPDATE_COMPLETE,
-        s::UPDATE_FAIL,
-        s::UPDATE_CANCEL,
-        s::UPDATE_CHECKPOINT,
-        s::UPDATE_TOUCH,
-    ];
-    for sql in updates.iter().flatten().copied().chain([
+    // The guarded UPDATE of every verb, as the write kernel builds it.
+    let updates: Vec<String> = logbook::model::Verb::VARIANTS
+        .iter()
+        .map(|v| {
+            let guard = logbook::store::SessionGuard {
+                from: v.allowed_from(),
+                rev: Some(1),
+            };
+            logbook::store::sqlite_tx::session_update("x", guard, &Default::default()).0
+        })
+        .collect();
+    for sql in updates.iter().map(String::as_str).chain([
         s::SELECT_SESSION,
         s::SELECT_SESSION_BY_SEQ,
         s::SELECT_SESSION_DATA,
@@ -660,43 +661,90 @@ fn hot_statements_are_never_reprepared() {
 }
 
 /// The conditional UPDATEs stay prepared too (run inside rolled-back
-/// transactions with changing bindings).
+/// transactions with changing bindings): every shape the write kernel
+/// builds, guarded and not.
 #[test]
 fn conditional_updates_are_never_reprepared() {
-    use logbook::store::sessions as s;
-    use rusqlite::{types::Value, StatementStatus};
+    use logbook::model::{SessionStatus, Usage, Verb};
+    use logbook::store::sqlite_tx::session_update;
+    use logbook::store::{SessionChange, SessionGuard};
+    use rusqlite::StatementStatus;
     let env = TestEnv::new();
     let ids: Vec<String> = (0..3).map(|i| env.create(&format!("t{i}"))).collect();
     let c = env.sql();
-    for sqls in [
-        s::UPDATE_PAUSE,
-        s::UPDATE_COMPLETE,
-        s::UPDATE_FAIL,
-        s::UPDATE_CHECKPOINT,
-        s::UPDATE_TOUCH,
-    ] {
-        for sql in sqls {
+    let usage = Usage {
+        input_tokens: 5,
+        ..Usage::default()
+    };
+    let shapes: Vec<(Verb, SessionChange<'static>)> = vec![
+        (
+            Verb::Pause,
+            SessionChange {
+                status: Some(SessionStatus::Paused),
+                ..SessionChange::default()
+            },
+        ),
+        (
+            Verb::Complete,
+            SessionChange {
+                status: Some(SessionStatus::Completed),
+                final_result: Some("r"),
+                ..SessionChange::default()
+            },
+        ),
+        (
+            Verb::Fail,
+            SessionChange {
+                status: Some(SessionStatus::Failed),
+                end_reason: Some("r"),
+                ..SessionChange::default()
+            },
+        ),
+        (
+            Verb::Checkpoint,
+            SessionChange {
+                checkpoint_at_next_seq: true,
+                ..SessionChange::default()
+            },
+        ),
+        (Verb::AppendEvent, SessionChange::default()),
+        (
+            Verb::Stage,
+            SessionChange {
+                stage: Some(Some("build")),
+                ..SessionChange::default()
+            },
+        ),
+        (
+            Verb::Usage,
+            SessionChange {
+                usage: Some(usage),
+                ..SessionChange::default()
+            },
+        ),
+    ];
+    for (verb, change) in shapes {
+        for rev in [None, Some(1)] {
+            let mut sql = String::new();
             for i in 0..5 {
+                let change = SessionChange {
+                    now_ms: 1_000 + i as i64,
+                    ..change
+                };
+                let guard = SessionGuard {
+                    from: verb.allowed_from(),
+                    rev,
+                };
+                let (text, p) = session_update(&ids[i % 3], guard, &change);
+                sql = text;
                 c.execute_batch("BEGIN IMMEDIATE").unwrap();
-                {
-                    let mut st = c.prepare_cached(sql).unwrap();
-                    let mut p = vec![
-                        Value::Text(ids[i % 3].clone()),
-                        Value::Integer(1_000 + i as i64),
-                    ];
-                    while p.len() < st.parameter_count() {
-                        p.push(if p.len() == 2 && sql.contains("?4") {
-                            Value::Text(format!("r{i}"))
-                        } else {
-                            Value::Integer(1)
-                        });
-                    }
-                    let mut rows = st.query(rusqlite::params_from_iter(p.iter())).unwrap();
-                    while rows.next().unwrap().is_some() {}
-                }
+                c.prepare_cached(&sql)
+                    .unwrap()
+                    .execute(rusqlite::params_from_iter(p.iter()))
+                    .unwrap();
                 c.execute_batch("ROLLBACK").unwrap();
             }
-            let st = c.prepare_cached(sql).unwrap();
+            let st = c.prepare_cached(&sql).unwrap();
             assert_eq!(
                 st.get_status(StatementStatus::RePrepare),
                 0,

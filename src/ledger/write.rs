@@ -1,0 +1,496 @@
+//! The write kernel: the one pipeline every mutation of an existing session
+//! runs (SPEC §1, §5), whatever module its verb lives in.
+//!
+//! In ONE write transaction:
+//! 1. **replay**: a retry with the same idempotency key and request digest
+//!    applies nothing and answers with the value as it stands now and what
+//!    the first attempt did ([`Written::replay`]); the same key with other
+//!    arguments is INVALID_ARGUMENT;
+//! 2. the verb's own **pre-check**, for refusals that come first (a gate
+//!    that is not pending, a checkpoint snapshot that does not exist);
+//! 3. the session's **guard state** (status, rev, usage, lease) is read and
+//!    the verb **diagnosed**: SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
+//!    (the verb's [`Verb::allowed_from`]), SESSION_CONFLICT (`--if-rev`);
+//! 4. the **guards** ([`super::guards`]): the lease rule for every verb but
+//!    the lease verbs themselves, and no `resume` past a pending gate;
+//! 5. the verb's **body** ([`Write`]): one guarded conditional UPDATE
+//!    ([`Write::update`], diagnosed again should it match no row), its
+//!    event(s) with their chain link ([`Write::event`]: the first carries
+//!    the idempotency key), and its other rows;
+//! 6. the **status rule**: a change of the session's status that the body
+//!    did not record leaves the event of that status, last (issue 13 §7);
+//! 7. COMMIT, and the value the body returned.
+//!
+//! Verbs differ only in their rules (data and small closures), never in
+//! the pipeline.
+
+use super::guards;
+use super::written::{Replayed, Written};
+use super::{Ledger, Mutation};
+use crate::error::{Error, Result};
+use crate::model::Usage;
+use crate::model::{EventType, Session, SessionId, SessionStatus, Verb};
+use crate::store::rows::{KeyHit, NewEvent, SessionState};
+use crate::store::{SessionChange, SessionGuard, SessionRow, Tx};
+
+/// One mutation of an existing session, as the kernel runs it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Op<'a> {
+    /// The session (a well-formed id).
+    pub id: &'a str,
+    /// The verb: its allowed statuses, its name in errors.
+    pub verb: Verb,
+    /// `--if-rev`, `--idempotency-key`, `--lease`.
+    pub m: &'a Mutation,
+    /// The request digest, when an idempotency key was given.
+    pub digest: Option<&'a str>,
+}
+
+/// A mutation in progress inside its transaction: what a verb's body may
+/// do.
+pub(super) struct Write<'a, 't> {
+    tx: &'t mut dyn Tx,
+    ledger: &'a Ledger,
+    op: Op<'a>,
+    now: i64,
+    /// The guard state read before the body.
+    state: SessionState,
+    /// The status the body's UPDATE set, if it changed it.
+    new_status: Option<SessionStatus>,
+    /// The idempotency key is still to be stored (with the first event).
+    key_pending: bool,
+    /// Types of the events appended so far.
+    appended: Vec<String>,
+}
+
+impl<'a, 't> Write<'a, 't> {
+    /// The open transaction, for the verb's own reads and rows.
+    pub fn tx(&mut self) -> &mut dyn Tx {
+        self.tx
+    }
+
+    /// The write's time, ms since the epoch.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &'a str {
+        self.op.id
+    }
+
+    /// The guard state read under the write lock (status, rev,
+    /// `updated_at_ms`, usage, lease).
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// The time a write that must not go below the session's last one
+    /// uses: `max(now, updated_at_ms)`.
+    pub fn at(&self) -> i64 {
+        self.now.max(self.state.updated_at_ms)
+    }
+
+    /// The verb's guarded conditional UPDATE: statuses from the verb, rev
+    /// from `--if-rev`; rev + 1 and `updated_at_ms` moved (never backwards).
+    ///
+    /// # Errors
+    /// The diagnosis (SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION,
+    /// SESSION_CONFLICT) when it matches no row.
+    pub fn update(&mut self, change: SessionChange<'_>) -> Result<()> {
+        let guard = SessionGuard {
+            from: self.op.verb.allowed_from(),
+            rev: self.op.m.if_rev,
+        };
+        self.update_guarded(guard, change)
+    }
+
+    /// The UPDATE of a verb that decided from the state it read: guarded by
+    /// that rev, from the statuses `from`.
+    ///
+    /// # Errors
+    /// As [`Write::update`].
+    pub fn update_read(&mut self, from: &[SessionStatus], change: SessionChange<'_>) -> Result<()> {
+        let guard = SessionGuard {
+            from,
+            rev: Some(self.state.rev),
+        };
+        self.update_guarded(guard, change)
+    }
+
+    fn update_guarded(&mut self, guard: SessionGuard<'_>, change: SessionChange<'_>) -> Result<()> {
+        let change = SessionChange {
+            now_ms: self.now,
+            ..change
+        };
+        if self.tx.update_session(self.op.id, guard, &change)? {
+            self.new_status = change.status;
+            return Ok(());
+        }
+        Err(
+            diagnose(self.tx, self.op.id, self.op.verb, self.op.m.if_rev)?.unwrap_or_else(|| {
+                Error::internal(
+                    "a conditional update matched no row although the session allows it",
+                )
+            }),
+        )
+    }
+
+    /// Appends the verb's own event to the session (its seq and hash
+    /// chained on), which stores the mutation's idempotency key (a replay
+    /// reports its seq). Returns its seq.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn event(
+        &mut self,
+        event_type: &str,
+        detail: Option<&str>,
+        data: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<i64> {
+        let keyed = std::mem::take(&mut self.key_pending);
+        self.append(keyed, event_type, detail, data, run_id)
+    }
+
+    /// Appends an event that comes with the verb's own (a run its session's
+    /// end cancelled, a budget crossing, a status change): no idempotency
+    /// key. Returns its seq.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn side_event(
+        &mut self,
+        event_type: &str,
+        detail: Option<&str>,
+        data: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<i64> {
+        self.append(false, event_type, detail, data, run_id)
+    }
+
+    fn append(
+        &mut self,
+        keyed: bool,
+        event_type: &str,
+        detail: Option<&str>,
+        data: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<i64> {
+        let key = if keyed {
+            self.op.m.idempotency_key.as_deref().zip(self.op.digest)
+        } else {
+            None
+        };
+        let (_, seq) = self.tx.insert_event(&NewEvent {
+            session_id: self.op.id,
+            event_type,
+            actor_type: self.ledger.opts.actor,
+            detail,
+            data,
+            idempotency: key,
+            run_id,
+        })?;
+        self.appended.push(event_type.to_owned());
+        Ok(seq)
+    }
+
+    /// The whole session as the mutation leaves it.
+    ///
+    /// # Errors
+    /// INTERNAL when it cannot be read back.
+    pub fn session(&mut self) -> Result<Session> {
+        read_back(self.tx, self.op.id)
+    }
+}
+
+/// Reads the whole session after a mutation, in its transaction.
+///
+/// # Errors
+/// INTERNAL when it is gone.
+pub(super) fn read_back(tx: &mut dyn Tx, id: &str) -> Result<Session> {
+    tx.find_session(id)?
+        .ok_or_else(|| Error::internal("an updated session could not be read back"))
+}
+
+/// Why `verb` cannot apply to session `id` now: SESSION_NOT_FOUND,
+/// SESSION_INVALID_TRANSITION or SESSION_CONFLICT (with the latest event,
+/// CASES C28), or `None` when it can.
+///
+/// # Errors
+/// The store's.
+pub(super) fn diagnose(
+    tx: &mut dyn Tx,
+    id: &str,
+    verb: Verb,
+    if_rev: Option<i64>,
+) -> Result<Option<Error>> {
+    let Some((status, rev)) = tx.select_status_rev(id)? else {
+        return Ok(Some(Error::SessionNotFound { id: id.to_owned() }));
+    };
+    refusal(tx, id, verb, if_rev, &status, rev)
+}
+
+/// The refusal a session at (`status`, `rev`) gives `verb`, if any.
+fn refusal(
+    tx: &mut dyn Tx,
+    id: &str,
+    verb: Verb,
+    if_rev: Option<i64>,
+    status: &str,
+    rev: i64,
+) -> Result<Option<Error>> {
+    let allowed = status
+        .parse::<SessionStatus>()
+        .is_ok_and(|s| verb.allowed_from().contains(&s));
+    if !allowed {
+        return Ok(Some(Error::InvalidTransition {
+            id: id.to_owned(),
+            from: status.to_owned(),
+            verb: verb.as_str().to_owned(),
+        }));
+    }
+    match if_rev {
+        Some(expected) if expected != rev => Ok(Some(Error::Conflict {
+            id: id.to_owned(),
+            expected_rev: expected,
+            actual_rev: rev,
+            latest_event: tx.latest_event(id)?,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// The status event a change from `from` to `to` records: `started`,
+/// `resumed`, `paused`, `completed`, `failed` or `cancelled`.
+fn status_event(from: &str, to: SessionStatus) -> EventType {
+    match to {
+        SessionStatus::Active if from == SessionStatus::Paused.as_str() => EventType::Resumed,
+        SessionStatus::Active | SessionStatus::Pending => EventType::Started,
+        SessionStatus::Paused => EventType::Paused,
+        SessionStatus::Completed => EventType::Completed,
+        SessionStatus::Failed => EventType::Failed,
+        SessionStatus::Cancelled => EventType::Cancelled,
+    }
+}
+
+/// What a replay of a verb answers with: the value now, read in the
+/// transaction, given the key's hit.
+pub(super) type ReplayRead<'r, T> = dyn FnMut(&mut dyn Tx, &KeyHit) -> Result<T> + 'r;
+
+impl Ledger {
+    /// Runs `op` through the pipeline (module docs) in its own write
+    /// transaction. `pre` runs first and hands its value to `body`;
+    /// `replay` reads what a replay answers with.
+    ///
+    /// # Errors
+    /// The pipeline's refusals and the body's errors; STORE_BUSY, STORE_IO.
+    pub(super) fn mutate<P, T>(
+        &self,
+        op: Op<'_>,
+        pre: impl FnOnce(&mut dyn Tx) -> Result<P>,
+        body: impl FnOnce(&mut Write<'_, '_>, P) -> Result<T>,
+        replay: &mut ReplayRead<'_, T>,
+    ) -> Result<Written<T>> {
+        self.write(|tx| self.mutate_in(tx, op, pre, body, replay))
+            .map_err(|e| self.fill_path(e))
+    }
+
+    /// [`Ledger::mutate`] inside a write transaction the caller opened (a
+    /// run verb finds its session first).
+    ///
+    /// # Errors
+    /// As [`Ledger::mutate`].
+    pub(super) fn mutate_in<P, T>(
+        &self,
+        tx: &mut dyn Tx,
+        op: Op<'_>,
+        pre: impl FnOnce(&mut dyn Tx) -> Result<P>,
+        body: impl FnOnce(&mut Write<'_, '_>, P) -> Result<T>,
+        replay: &mut ReplayRead<'_, T>,
+    ) -> Result<Written<T>> {
+        if let Some(hit) = replay_hit(tx, op.id, op.m.idempotency_key.as_deref(), op.digest)? {
+            let value = replay(tx, &hit)?;
+            return Ok(Written::replay(value, replayed(&hit)));
+        }
+        let pre = pre(tx)?;
+        let Some(state) = tx.select_session_state(op.id)? else {
+            return Err(Error::SessionNotFound {
+                id: op.id.to_owned(),
+            });
+        };
+        if let Some(e) = refusal(tx, op.id, op.verb, op.m.if_rev, &state.status, state.rev)? {
+            return Err(e);
+        }
+        let now = self.now_ms();
+        if op.verb != Verb::Lease {
+            guards::lease(op.id, &state, op.m.lease.as_deref(), now)?;
+        }
+        let before = state.status.clone();
+        let mut w = Write {
+            tx,
+            ledger: self,
+            op,
+            now,
+            state,
+            new_status: None,
+            key_pending: true,
+            appended: Vec::new(),
+        };
+        let value = body(&mut w, pre)?;
+        if let Some(to) = w.new_status.filter(|to| to.as_str() != before) {
+            let ty = status_event(&before, to);
+            if !w.appended.iter().any(|t| t == ty.as_str()) {
+                // After the value was read: an event changes neither the
+                // session's rev nor its columns.
+                w.side_event(ty.as_str(), None, None, None)?;
+            }
+        }
+        Ok(Written::applied(value))
+    }
+}
+
+/// Checks the idempotency key inside the transaction: `Some(hit)` when
+/// this is a retry of an applied request (apply nothing again).
+///
+/// # Errors
+/// INVALID_ARGUMENT when the key was used on this session with other
+/// arguments.
+pub(super) fn replay_hit(
+    tx: &mut dyn Tx,
+    id: &str,
+    key: Option<&str>,
+    digest: Option<&str>,
+) -> Result<Option<KeyHit>> {
+    let (Some(key), Some(digest)) = (key, digest) else {
+        return Ok(None);
+    };
+    match tx.find_key(key, id)? {
+        None => Ok(None),
+        Some(hit) if hit.digest == digest => Ok(Some(hit)),
+        Some(_) => Err(key_reused()),
+    }
+}
+
+/// What a replay reports of its first attempt.
+pub(super) fn replayed(hit: &KeyHit) -> Replayed {
+    Replayed {
+        rev: hit.rev,
+        seq: hit.seq,
+    }
+}
+
+/// The replay of a create (or fork): the new session's rev 1 and its
+/// `created` event, seq 0.
+pub(super) const CREATED_REPLAY: Replayed = Replayed {
+    rev: Some(1),
+    seq: 0,
+};
+
+/// The same idempotency key with other arguments.
+pub(super) fn key_reused() -> Error {
+    Error::invalid(
+        "idempotency_key",
+        "was already used on this session with different arguments",
+    )
+}
+
+/// A fresh random session id (8 bytes from the OS).
+///
+/// # Errors
+/// INTERNAL when the OS has no randomness to give.
+pub(super) fn new_session_id() -> Result<SessionId> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no randomness: {e}")))?;
+    Ok(SessionId::from_bytes(bytes))
+}
+
+/// A new session's columns, validated and redacted (create and fork).
+pub(super) struct NewSession<'a> {
+    pub status: SessionStatus,
+    pub title: &'a str,
+    pub app: Option<&'a str>,
+    pub agent_id: Option<&'a str>,
+    pub route: Option<&'a str>,
+    pub stage: Option<&'a str>,
+    pub parent_session_id: Option<&'a str>,
+    /// De-duplicated, in order.
+    pub tags: &'a [String],
+    pub goal: Option<&'a str>,
+    /// Compact JSON object text.
+    pub context: &'a str,
+    /// Compact JSON object text.
+    pub metadata: &'a str,
+    /// The `detail` of its `created` event.
+    pub created_detail: &'a str,
+    /// (key, request digest) stored with the `created` event.
+    pub idempotency: Option<(&'a str, &'a str)>,
+}
+
+impl Ledger {
+    /// Inserts a new session at rev 1 — its row under a fresh id (retried
+    /// on the vanishingly rare collision of 64 random bits), its data and
+    /// tags — and its `created` event (seq 0). The creation time is `now`,
+    /// but never below the newest session's `created_at_ms`, however far
+    /// the clock stepped back (issue 13 §15: created order is insertion
+    /// order, as event times never go below their session's previous
+    /// event). Returns the new id.
+    ///
+    /// # Errors
+    /// The store's; INTERNAL after four id collisions in a row.
+    pub(super) fn insert_new_session(
+        &self,
+        tx: &mut dyn Tx,
+        now: i64,
+        s: &NewSession<'_>,
+    ) -> Result<SessionId> {
+        let created_at_ms = tx.newest_created_at_ms()?.map_or(now, |n| n.max(now));
+        let mut attempt = 0;
+        let id = loop {
+            let id = new_session_id()?;
+            let row = SessionRow {
+                session_id: id.as_str(),
+                status: s.status,
+                title: s.title,
+                goal: s.goal,
+                app: s.app,
+                agent_id: s.agent_id,
+                route: s.route,
+                stage: s.stage,
+                parent_session_id: s.parent_session_id,
+                tags: s.tags,
+                context: s.context,
+                metadata: s.metadata,
+                actor_type: self.opts.actor,
+                actor_id: None,
+                rev: 1,
+                checkpoint_seq: None,
+                final_result: None,
+                end_reason: None,
+                usage: Usage::default(),
+                created_at_ms,
+                updated_at_ms: created_at_ms,
+                ended_at_ms: None,
+            };
+            match tx.insert_session(&row)? {
+                Some(_) => break id,
+                None if attempt < 3 => attempt += 1,
+                None => {
+                    return Err(Error::internal(
+                        "four random session ids in a row were taken",
+                    ))
+                }
+            }
+        };
+        tx.insert_event(&NewEvent {
+            session_id: id.as_str(),
+            event_type: EventType::Created.as_str(),
+            actor_type: self.opts.actor,
+            detail: Some(s.created_detail),
+            data: None,
+            idempotency: s.idempotency,
+            run_id: None,
+        })?;
+        Ok(id)
+    }
+}

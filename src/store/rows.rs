@@ -1,0 +1,470 @@
+//! The rows the store interface passes: plain data, no driver types.
+//!
+//! What the ledger hands to [`super::Tx`] and gets back from it, shared by
+//! every backend. Model types (`Session`, `Run`, `Event`, …) live in
+//! `crate::model`; these are the shapes of table rows and of the writes
+//! that fill them.
+
+use crate::chain::{self, EventFields};
+use crate::model::{ActorType, OnExceed, SessionStatus, Usage};
+use serde_json::value::RawValue;
+
+/// A session's state as [`SELECT_SESSION_STATE`] reads it.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    /// Status name as stored.
+    pub status: String,
+    /// Current rev.
+    pub rev: i64,
+    /// Latest mutation time, ms.
+    pub updated_at_ms: i64,
+    /// Usage sums.
+    pub usage: Usage,
+    /// The session's lease, if it has one (live or not).
+    pub lease: Option<LeaseRow>,
+}
+
+/// A budget row.
+#[derive(Debug, Clone, Default)]
+pub struct BudgetRow {
+    /// Token limit (input + output).
+    pub max_tokens: Option<i64>,
+    /// API-call limit.
+    pub max_api_calls: Option<i64>,
+    /// Duration limit, ms.
+    pub max_duration_ms: Option<i64>,
+    /// The policy (`None` only for a row that breaks the CHECK).
+    pub on_exceed: Option<OnExceed>,
+    /// Tokens at the last reset.
+    pub base_tokens: i64,
+    /// API calls at the last reset.
+    pub base_api_calls: i64,
+    /// Duration at the last reset, ms.
+    pub base_duration_ms: i64,
+    /// When the crossing write committed, if the budget is marked exceeded.
+    pub exceeded_at_ms: Option<i64>,
+}
+
+/// A new event row.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// Type name.
+    pub event_type: &'a str,
+    /// Writer.
+    pub actor_type: ActorType,
+    /// Redacted short text.
+    pub detail: Option<&'a str>,
+    /// Redacted compact JSON object.
+    pub data: Option<&'a str>,
+    /// Idempotency key and request digest.
+    pub idempotency: Option<(&'a str, &'a str)>,
+    /// The run the event belongs to (`run_*` events), else `None`; hashed
+    /// into the chain.
+    pub run_id: Option<&'a str>,
+}
+
+/// A used idempotency key: what its first attempt stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHit {
+    /// SHA-256 (hex) of the request that came with the key.
+    pub digest: String,
+    /// The seq of the event the first attempt wrote.
+    pub seq: i64,
+    /// The session's rev after the first attempt; `None` for keys recorded
+    /// before schema V6.
+    pub rev: Option<i64>,
+    /// The run of that event (run verbs), else `None`.
+    pub run_id: Option<String>,
+}
+
+/// Sort order of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Newest created first (immutable key; cursor walks are exact).
+    #[default]
+    Created,
+    /// Most recently updated first.
+    Updated,
+}
+
+/// A listing query, already validated.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Statuses (any of).
+    pub statuses: Vec<String>,
+    /// App name.
+    pub app: Option<String>,
+    /// Agent id.
+    pub agent_id: Option<String>,
+    /// Tag.
+    pub tag: Option<String>,
+    /// Parent session id.
+    pub parent: Option<String>,
+    /// Lower bound (inclusive) on the order's timestamp, ms.
+    pub since_ms: Option<i64>,
+    /// Upper bound (exclusive) on the order's timestamp, ms.
+    pub until_ms: Option<i64>,
+    /// Order.
+    pub order: Order,
+    /// Page size.
+    pub limit: i64,
+    /// Resume after this `(timestamp ms, insert_seq)` key.
+    pub after: Option<(i64, i64)>,
+}
+
+/// One linked reference: kind (`plan`, `operation`, `deployment`), id, and
+/// the seq of the event that linked it. Its ordinal is its position among
+/// the references of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefRow {
+    /// `plan`, `operation` or `deployment`.
+    pub kind: &'static str,
+    /// The referenced id.
+    pub id: String,
+    /// Seq of the event that linked it.
+    pub linked_seq: i64,
+}
+
+/// One event to insert; its seq is its position in [`SessionRows::events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRow {
+    /// Event type.
+    pub event_type: String,
+    /// ms since the Unix epoch (UTC).
+    pub at_ms: i64,
+    /// Writer.
+    pub actor_type: ActorType,
+    /// Redacted short text.
+    pub detail: Option<String>,
+    /// Redacted compact JSON object.
+    pub data: Option<String>,
+    /// Run id.
+    pub run_id: Option<String>,
+}
+
+/// A whole validated, redacted session, ready to insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRows {
+    /// `ses_` + 16 hex.
+    pub session_id: String,
+    /// Status.
+    pub status: SessionStatus,
+    /// Title.
+    pub title: String,
+    /// Goal.
+    pub goal: Option<String>,
+    /// App.
+    pub app: Option<String>,
+    /// Agent id.
+    pub agent_id: Option<String>,
+    /// Route.
+    pub route: Option<String>,
+    /// Stage.
+    pub stage: Option<String>,
+    /// Parent session id.
+    pub parent_session_id: Option<String>,
+    /// Tags, de-duplicated, in order.
+    pub tags: Vec<String>,
+    /// Compact JSON object.
+    pub context: String,
+    /// Compact JSON object.
+    pub metadata: String,
+    /// Actor type of the session.
+    pub actor_type: ActorType,
+    /// Actor id.
+    pub actor_id: Option<String>,
+    /// Revision.
+    pub rev: i64,
+    /// Seq of the latest checkpoint event.
+    pub checkpoint_seq: Option<i64>,
+    /// References in order (per kind).
+    pub refs: Vec<RefRow>,
+    /// Completion result.
+    pub final_result: Option<String>,
+    /// Fail / cancel reason.
+    pub end_reason: Option<String>,
+    /// Usage sums.
+    pub usage: Usage,
+    /// ms since the Unix epoch.
+    pub created_at_ms: i64,
+    /// ms since the Unix epoch.
+    pub updated_at_ms: i64,
+    /// ms since the Unix epoch, terminal sessions only.
+    pub ended_at_ms: Option<i64>,
+    /// Events in seq order (seq = index).
+    pub events: Vec<EventRow>,
+    /// Runs, budget, snapshots and gates (schema V3/V4).
+    pub workflow: WorkflowRows,
+}
+
+/// One run with every column a rebuild needs. JSON columns are compact
+/// JSON object text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// `run_` + 16 hex.
+    pub run_id: String,
+    /// Status name.
+    pub status: String,
+    /// Input object, or `None`.
+    pub input: Option<String>,
+    /// Output object, or `None`.
+    pub output: Option<String>,
+    /// Error code, or `None`.
+    pub error_code: Option<String>,
+    /// Error message, or `None`.
+    pub error_message: Option<String>,
+    /// Metadata object.
+    pub metadata: String,
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// API calls.
+    pub api_calls: i64,
+    /// Turns.
+    pub turn_count: i64,
+    /// ms since the Unix epoch.
+    pub created_at_ms: i64,
+    /// ms since the Unix epoch.
+    pub updated_at_ms: i64,
+    /// ms since the Unix epoch, once started.
+    pub started_at_ms: Option<i64>,
+    /// ms since the Unix epoch, once terminal.
+    pub ended_at_ms: Option<i64>,
+}
+
+/// A session's budget with every column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetFull {
+    /// Token limit, or `None`.
+    pub max_tokens: Option<i64>,
+    /// API-call limit, or `None`.
+    pub max_api_calls: Option<i64>,
+    /// Duration limit (ms), or `None`.
+    pub max_duration_ms: Option<i64>,
+    /// `pause`, `fail` or `warn`.
+    pub on_exceed: String,
+    /// Tokens at the last reset.
+    pub base_tokens: i64,
+    /// API calls at the last reset.
+    pub base_api_calls: i64,
+    /// Duration at the last reset, ms.
+    pub base_duration_ms: i64,
+    /// When a limit was crossed, if marked.
+    pub exceeded_at_ms: Option<i64>,
+    /// Last change, ms since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+/// A checkpoint snapshot with its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFull {
+    /// Seq of its `checkpoint` event.
+    pub seq: i64,
+    /// The checkpoint's step.
+    pub step: Option<String>,
+    /// The session's stage when it was taken.
+    pub stage: Option<String>,
+    /// Compact JSON object text.
+    pub state: String,
+    /// ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// A session's rows in the V3/V4 tables that export and import carry
+/// (leases excluded: a lease is a live lock, not history).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRows {
+    /// Runs in creation order.
+    pub runs: Vec<RunRow>,
+    /// The budget, if one was set.
+    pub budget: Option<BudgetFull>,
+    /// Snapshots by seq.
+    pub snapshots: Vec<SnapshotFull>,
+    /// Gates in opening order.
+    pub gates: Vec<GateFull>,
+}
+
+/// A stored reference, for export.
+#[derive(Debug, Clone)]
+pub struct StoredRef {
+    /// `plan`, `operation` or `deployment`.
+    pub kind: String,
+    /// The referenced id.
+    pub id: String,
+    /// Its position among the session's references of its kind.
+    pub ordinal: i64,
+    /// Seq of the event that linked it.
+    pub linked_seq: i64,
+}
+
+/// A stored event with its hash, for export.
+#[derive(Debug)]
+pub struct StoredEvent {
+    /// Per-session seq.
+    pub seq: i64,
+    /// Type.
+    pub event_type: String,
+    /// ms since the Unix epoch.
+    pub at_ms: i64,
+    /// Writer.
+    pub actor_type: String,
+    /// Short text.
+    pub detail: Option<String>,
+    /// Compact JSON object as stored.
+    pub data: Option<Box<RawValue>>,
+    /// Run id.
+    pub run_id: Option<String>,
+    /// Stored hash, 32 bytes (empty if absent).
+    pub hash: Vec<u8>,
+}
+
+/// A snapshot's listing fields.
+#[derive(Debug, Clone)]
+pub struct SnapshotRow {
+    /// Seq of its checkpoint event.
+    pub seq: i64,
+    /// The checkpoint's step.
+    pub step: Option<String>,
+    /// The session's stage when it was taken.
+    pub stage: Option<String>,
+    /// Bytes of the stored state.
+    pub size_bytes: i64,
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// The state JSON text (empty in listings).
+    pub state: String,
+}
+
+/// A gate with every column but its row id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateFull {
+    /// Name.
+    pub name: String,
+    /// Round of the name, from 1.
+    pub round: i64,
+    /// `auto`, `user-approval` or `step-confirm`.
+    pub kind: String,
+    /// `pending`, `approved` or `rejected`.
+    pub status: String,
+    /// Seq of the opening event.
+    pub opened_seq: i64,
+    /// ms since the Unix epoch.
+    pub opened_at_ms: i64,
+    /// Seq of the deciding event.
+    pub decided_seq: Option<i64>,
+    /// ms since the Unix epoch.
+    pub decided_at_ms: Option<i64>,
+    /// Note or reason.
+    pub reason: Option<String>,
+    /// `failed` or `cancelled` for a rejection.
+    pub outcome: Option<String>,
+}
+
+/// A stored gate: its row id and its columns.
+#[derive(Debug, Clone)]
+pub struct GateRow {
+    /// Row id.
+    pub gate_id: i64,
+    /// Every other column.
+    pub gate: GateFull,
+}
+
+/// A new gate row.
+#[derive(Debug, Clone)]
+pub struct NewGate<'a> {
+    /// Session.
+    pub session_id: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// Round.
+    pub round: i64,
+    /// Kind.
+    pub kind: &'a str,
+    /// Opening event seq.
+    pub seq: i64,
+    /// Opening time, ms.
+    pub at_ms: i64,
+    /// Inserted already approved (`auto`).
+    pub approved: bool,
+}
+
+/// A lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// SHA-256 (hex) of the token.
+    pub token_sha256: String,
+    /// Owner pid.
+    pub pid: i64,
+    /// Owner host.
+    pub hostname: String,
+    /// ms since the epoch.
+    pub acquired_at_ms: i64,
+    /// ms since the epoch.
+    pub expires_at_ms: i64,
+    /// Seq of the acquiring event.
+    pub acquired_seq: i64,
+}
+
+/// A child row.
+#[derive(Debug, Clone)]
+pub struct ChildRow {
+    /// The child's id.
+    pub session_id: String,
+    /// Its status.
+    pub status: String,
+    /// Its title.
+    pub title: String,
+    /// ms since the epoch.
+    pub created_at_ms: i64,
+    /// Insertion key.
+    pub insert_seq: i64,
+}
+
+/// One event as the chain sees it: raw stored bytes.
+#[derive(Debug, Clone)]
+pub struct ChainRow {
+    /// `events.event_id`.
+    pub event_id: i64,
+    /// `events.session_id`, raw bytes.
+    pub session_id: Vec<u8>,
+    /// `events.seq`.
+    pub seq: i64,
+    /// `events.type`, raw bytes.
+    pub event_type: Vec<u8>,
+    /// `events.at_ms`.
+    pub at_ms: i64,
+    /// `events.actor_type`, raw bytes.
+    pub actor_type: Vec<u8>,
+    /// `events.detail`, raw bytes.
+    pub detail: Option<Vec<u8>>,
+    /// `events.data`, raw bytes.
+    pub data: Option<Vec<u8>>,
+    /// `events.run_id`, raw bytes.
+    pub run_id: Option<Vec<u8>>,
+    /// `events.prev_hash` as stored (NULL before V2's backfill).
+    pub prev_hash: Option<Vec<u8>>,
+    /// `events.hash` as stored.
+    pub hash: Option<Vec<u8>>,
+}
+
+impl ChainRow {
+    /// The hash this row should carry after a predecessor hashed `prev`.
+    pub fn expected_hash(&self, prev: &[u8; 32]) -> [u8; 32] {
+        chain::event_hash(
+            prev,
+            &EventFields {
+                session_id: &self.session_id,
+                seq: self.seq,
+                event_type: &self.event_type,
+                at_ms: self.at_ms,
+                actor_type: &self.actor_type,
+                detail: self.detail.as_deref(),
+                data: self.data.as_deref(),
+                run_id: self.run_id.as_deref(),
+            },
+        )
+    }
+}
