@@ -571,41 +571,4 @@ impl Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn code_table_matches_spec_section_3() {
-        let rows: Vec<(&str, u8, bool)> = ErrorCode::TABLE
-            .iter()
-            .map(|(_, i)| (i.wire, i.exit, i.retryable))
-            .collect();
-        assert_eq!(
-            rows,
-            vec![
-                ("INVALID_ARGUMENT", 2, false),
-                ("SESSION_NOT_FOUND", 3, false),
-                ("RUN_NOT_FOUND", 3, false),
-                ("SESSION_CONFLICT", 4, true),
-                ("LEASE_HELD", 4, true),
-                ("STORE_BUSY", 4, true),
-                ("SESSION_INVALID_TRANSITION", 5, false),
-                ("RUN_INVALID_TRANSITION", 5, false),
-                ("STORE_CORRUPT", 6, false),
-                ("STORE_VERSION_TOO_NEW", 6, false),
-                ("STORE_IO", 6, false),
-                ("LEDGER_TAMPERED", 6, false),
-                ("GATE_NOT_FOUND", 3, false),
-                ("GATE_ALREADY_DECIDED", 5, false),
-                ("GATE_PENDING", 5, false),
-                ("CHECKPOINT_NOT_FOUND", 3, false),
-                ("LEASE_NOT_FOUND", 3, false),
-                ("INTERNAL", 1, false),
-                ("INTERRUPTED", 130, true),
-            ]
-        );
-        for (code, info) in ErrorCode::TABLE {
-            assert_eq!(code.info(), *info);
-        }
-    }
-}
+mod tests;
