@@ -331,8 +331,65 @@ fn code_table_matches_spec_section_3() {
             ("INTERRUPTED", 130, true),
         ]
     );
-    for (code, info) in ErrorCode::TABLE {
+}
+
+#[test]
+fn table_all_and_the_match_agree_for_every_code() {
+    assert_eq!(ErrorCode::TABLE.len(), ErrorCode::ALL.len());
+    for (i, (code, info)) in ErrorCode::TABLE.iter().enumerate() {
+        // ALL lists the codes in declaration order, without a gap.
+        assert_eq!(ErrorCode::ALL[i], *code);
+        assert_eq!(*code as usize, i, "{code:?}");
         assert_eq!(code.info(), *info);
+        assert_eq!(code.as_str(), info.wire);
+        assert_eq!(code.exit_code(), info.exit);
+        assert_eq!(code.retryable(), info.retryable);
+        assert_eq!(code.to_string(), info.wire);
+        assert_eq!(
+            serde_json::to_string(code).unwrap(),
+            format!("\"{}\"", info.wire)
+        );
+        // The wire string is the variant's name in SCREAMING_SNAKE case.
+        let mut snake = String::new();
+        for (j, ch) in format!("{code:?}").chars().enumerate() {
+            if ch.is_ascii_uppercase() && j > 0 {
+                snake.push('_');
+            }
+            snake.push(ch.to_ascii_uppercase());
+        }
+        assert_eq!(info.wire, snake);
+        assert!(
+            info.description.ends_with('.') && !info.description.contains("  "),
+            "{code:?}: {}",
+            info.description
+        );
+    }
+}
+
+#[test]
+fn invalid_transition_names_status_and_verb() {
+    let e = Error::invalid_transition(
+        "ses_0123456789abcdef",
+        crate::model::SessionStatus::Completed,
+        crate::model::Verb::Pause,
+    );
+    assert_eq!(e.code(), ErrorCode::SessionInvalidTransition);
+    assert_eq!(
+        serde_json::to_string(&e.wire_details()).unwrap(),
+        r#"{"session_id":"ses_0123456789abcdef","status":"completed","verb":"pause"}"#
+    );
+}
+
+/// Serialized directly, the details come out in their structs' declaration
+/// order; through a `Value` map (serde_json without `preserve_order`, as
+/// this crate builds it) in sorted order: equal, so every shape declares
+/// its fields in alphabetical order of their keys, as module `details` says.
+#[test]
+fn wire_details_keys_are_in_alphabetical_order() {
+    for (name, e) in samples() {
+        let direct = serde_json::to_string(&e.wire_details()).unwrap();
+        let via_value = serde_json::to_string(&e.details()).unwrap();
+        assert_eq!(direct, via_value, "{name}");
     }
 }
 

@@ -11,6 +11,7 @@ mod cli_session;
 mod common;
 mod concurrency;
 mod contracts;
+mod contracts_errors;
 mod db_files;
 mod durability;
 mod feed;
