@@ -2,182 +2,37 @@
 //!
 //! Every failure the library can report is an [`Error`] variant; each variant
 //! maps to exactly one [`ErrorCode`], and each code to a wire string, a process
-//! exit code and a retryable flag through [`ErrorCode::TABLE`]. Driver errors
-//! are classified here by SQLite's numeric result codes, never by their text.
+//! exit code and a retryable flag through [`ErrorCode::info`] (module `code`).
+//! Each variant's `details` object is a `Serialize` struct ([`Details`],
+//! module `details`). Driver errors are classified here by SQLite's numeric
+//! result codes, never by their text.
 
+use crate::model::{SessionStatus, Verb};
 use serde::Serialize;
-use std::fmt;
 
 mod classify;
+mod code;
+mod details;
 mod stopped;
+pub use code::{CodeInfo, ErrorCode};
+pub use details::Details;
 use stopped::chain;
 pub use stopped::signal_name;
 
-/// A stable error code (SPEC §3).
-///
-/// The wire string is the SCREAMING_SNAKE name. Codes are only ever appended;
-/// none is renamed or reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// A bad flag value, malformed id, over-cap input, bad JSON or a control character. Exit 2.
-    InvalidArgument,
-    /// No session has the given id. Exit 3.
-    SessionNotFound,
-    /// No run has the given id. Exit 3.
-    RunNotFound,
-    /// `--if-rev` did not match the session's current rev. Exit 4, retryable.
-    SessionConflict,
-    /// A live owner holds the session's lease. Exit 4, retryable.
-    LeaseHeld,
-    /// The database stayed locked past the busy timeout. Exit 4, retryable.
-    StoreBusy,
-    /// The verb is not allowed from the session's current status. Exit 5.
-    SessionInvalidTransition,
-    /// The verb is not allowed from the run's current status. Exit 5.
-    RunInvalidTransition,
-    /// The file is not a logbook SQLite database, or it is damaged. Exit 6.
-    StoreCorrupt,
-    /// The database's schema is newer than this binary knows. Exit 6.
-    StoreVersionTooNew,
-    /// An I/O failure: disk full, read-only file, permission denied. Exit 6.
-    StoreIo,
-    /// `verify` found an event whose hash chain does not hold. Exit 6.
-    LedgerTampered,
-    /// The session has no gate of that name. Exit 3.
-    GateNotFound,
-    /// The gate was already approved or rejected. Exit 5.
-    GateAlreadyDecided,
-    /// A gate of the session is waiting for a decision, so `resume` is
-    /// refused (approve or reject the gate). Exit 5.
-    GatePending,
-    /// The session has no checkpoint snapshot at that seq (or none at all).
-    /// Exit 3.
-    CheckpointNotFound,
-    /// `--lease TOKEN` names no live lease of the session: it expired, was
-    /// released, or was never taken. Exit 3.
-    LeaseNotFound,
-    /// A bug or an unexpected condition. Exit 1.
-    Internal,
-    /// A long command (export, import, backup) stopped at a signal: SIGINT
-    /// or SIGTERM. Exit 130 in the table; the CLI exits 128 + the signal's
-    /// number (130 for SIGINT, 143 for SIGTERM). Retryable: running the
-    /// command again redoes (export, backup) or continues (import) it.
-    Interrupted,
-}
-
-/// One row of the code table: wire string, exit code, retryable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CodeInfo {
-    /// The code's wire string, e.g. `"SESSION_CONFLICT"`.
-    pub wire: &'static str,
-    /// The CLI's process exit code for this error.
-    pub exit: u8,
-    /// Whether the same call may succeed if retried unchanged.
-    pub retryable: bool,
-}
-
-impl ErrorCode {
-    /// The whole code table of SPEC §3, in declaration order.
-    pub const TABLE: &'static [(ErrorCode, CodeInfo)] = &[
-        (Self::InvalidArgument, info("INVALID_ARGUMENT", 2, false)),
-        (Self::SessionNotFound, info("SESSION_NOT_FOUND", 3, false)),
-        (Self::RunNotFound, info("RUN_NOT_FOUND", 3, false)),
-        (Self::SessionConflict, info("SESSION_CONFLICT", 4, true)),
-        (Self::LeaseHeld, info("LEASE_HELD", 4, true)),
-        (Self::StoreBusy, info("STORE_BUSY", 4, true)),
-        (
-            Self::SessionInvalidTransition,
-            info("SESSION_INVALID_TRANSITION", 5, false),
-        ),
-        (
-            Self::RunInvalidTransition,
-            info("RUN_INVALID_TRANSITION", 5, false),
-        ),
-        (Self::StoreCorrupt, info("STORE_CORRUPT", 6, false)),
-        (
-            Self::StoreVersionTooNew,
-            info("STORE_VERSION_TOO_NEW", 6, false),
-        ),
-        (Self::StoreIo, info("STORE_IO", 6, false)),
-        (Self::LedgerTampered, info("LEDGER_TAMPERED", 6, false)),
-        (Self::GateNotFound, info("GATE_NOT_FOUND", 3, false)),
-        (
-            Self::GateAlreadyDecided,
-            info("GATE_ALREADY_DECIDED", 5, false),
-        ),
-        (Self::GatePending, info("GATE_PENDING", 5, false)),
-        (
-            Self::CheckpointNotFound,
-            info("CHECKPOINT_NOT_FOUND", 3, false),
-        ),
-        (Self::LeaseNotFound, info("LEASE_NOT_FOUND", 3, false)),
-        (Self::Internal, info("INTERNAL", 1, false)),
-        (Self::Interrupted, info("INTERRUPTED", 130, true)),
-    ];
-
-    /// This code's row of [`ErrorCode::TABLE`].
-    pub fn info(self) -> CodeInfo {
-        for (code, info) in Self::TABLE {
-            if *code == self {
-                return *info;
-            }
-        }
-        // Every variant has a row; the table test pins this.
-        info_internal()
-    }
-
-    /// The wire string, e.g. `"SESSION_NOT_FOUND"`.
-    pub fn as_str(self) -> &'static str {
-        self.info().wire
-    }
-
-    /// The CLI exit code (SPEC §3).
-    pub fn exit_code(self) -> u8 {
-        self.info().exit
-    }
-
-    /// Whether retrying the same call may succeed.
-    pub fn retryable(self) -> bool {
-        self.info().retryable
-    }
-}
-
-const fn info(wire: &'static str, exit: u8, retryable: bool) -> CodeInfo {
-    CodeInfo {
-        wire,
-        exit,
-        retryable,
-    }
-}
-
-const fn info_internal() -> CodeInfo {
-    info("INTERNAL", 1, false)
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ErrorCode {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
 /// The latest event of a session, reported with a conflict so a caller can see
 /// whether its own write landed (CASES C28).
+///
+/// Serializes as `{"seq","step","type"}`: fields in the alphabetical order
+/// of their keys, as every object of the error details (module `details`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LatestEvent {
     /// The event's per-session sequence number.
     pub seq: i64,
+    /// The checkpoint step the event recorded, if any.
+    pub step: Option<String>,
     /// The event's type, e.g. `"checkpoint"`.
     #[serde(rename = "type")]
     pub event_type: String,
-    /// The checkpoint step the event recorded, if any.
-    pub step: Option<String>,
 }
 
 /// Every error logbook reports. Variants map 1:1 onto [`ErrorCode`]s.
@@ -456,109 +311,22 @@ impl Error {
         }
     }
 
-    /// Structured details for the JSON envelope, in a fixed key order.
-    pub fn details(&self) -> serde_json::Value {
-        use serde_json::json;
-        match self {
-            Error::InvalidArgument { field, reason } => json!({"field": field, "reason": reason}),
-            Error::SessionNotFound { id } => json!({"session_id": id}),
-            Error::RunNotFound { id } => json!({"run_id": id}),
-            Error::Conflict {
-                id,
-                expected_rev,
-                actual_rev,
-                latest_event,
-            } => json!({
-                "session_id": id,
-                "expected_rev": expected_rev,
-                "current_rev": actual_rev,
-                "latest_event": latest_event,
-            }),
-            Error::LeaseHeld {
-                id,
-                expires_at_ms,
-                pid,
-                hostname,
-            } => {
-                json!({"session_id": id, "expires_at_ms": expires_at_ms, "pid": pid, "hostname": hostname})
-            }
-            Error::Busy { timeout_ms } => json!({"busy_timeout_ms": timeout_ms}),
-            Error::InvalidTransition { id, from, verb } => {
-                json!({"session_id": id, "status": from, "verb": verb})
-            }
-            Error::RunInvalidTransition { id, from, verb } => {
-                json!({"run_id": id, "status": from, "verb": verb})
-            }
-            Error::Corrupt { path, .. } => json!({"path": path}),
-            Error::VersionTooNew {
-                path,
-                found,
-                supported,
-            } => json!({"path": path, "found": found, "supported": supported}),
-            Error::Tampered {
-                session_id,
-                seq,
-                problem,
-                expected,
-                found,
-                broken_sessions,
-            } => json!({
-                "session_id": session_id,
-                "seq": seq,
-                "problem": problem,
-                "expected": expected,
-                "found": found,
-                "broken_sessions": broken_sessions,
-            }),
-            Error::Unhealthy { report, .. } => (**report).clone(),
-            Error::GateNotFound { id, gate } => json!({"session_id": id, "gate": gate}),
-            Error::GateAlreadyDecided {
-                id,
-                gate,
-                status,
-                decided_seq,
-            } => json!({
-                "session_id": id,
-                "gate": gate,
-                "status": status,
-                "decided_seq": decided_seq,
-            }),
-            Error::GatePending { id, gate } => json!({"session_id": id, "gate": gate}),
-            Error::CheckpointNotFound { id, seq } => json!({"session_id": id, "seq": seq}),
-            Error::LeaseNotFound { id } => json!({"session_id": id}),
-            Error::Io { .. } | Error::StoreIo { .. } | Error::Internal { .. } => json!({}),
-            Error::Interrupted { signal } => json!({"signal": signal_name(*signal)}),
-            Error::Incomplete { cause, report, .. } => {
-                let mut d = (**report).clone();
-                if let (Some(m), serde_json::Value::Object(extra)) =
-                    (d.as_object_mut(), cause.details())
-                {
-                    for (k, v) in extra {
-                        m.entry(k).or_insert(v);
-                    }
-                }
-                d
-            }
-            Error::RunAlreadyRunning {
-                id,
-                session_id,
-                running_run_id,
-            } => json!({
-                "run_id": id,
-                "status": "pending",
-                "verb": "start",
-                "session_id": session_id,
-                "running_run_id": running_run_id,
-            }),
-            Error::StoreFile { path, hint, .. } => json!({"path": path, "hint": hint}),
-        }
-    }
-
     /// Builds an INVALID_ARGUMENT error.
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             field: field.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// Builds a SESSION_INVALID_TRANSITION error: `verb` is not allowed
+    /// from the session's status `from` (the status and verb names of
+    /// [`SessionStatus::as_str`] and [`Verb::as_str`]).
+    pub fn invalid_transition(id: impl Into<String>, from: SessionStatus, verb: Verb) -> Self {
+        Error::InvalidTransition {
+            id: id.into(),
+            from: from.as_str().to_owned(),
+            verb: verb.as_str().to_owned(),
         }
     }
 
@@ -571,41 +339,4 @@ impl Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn code_table_matches_spec_section_3() {
-        let rows: Vec<(&str, u8, bool)> = ErrorCode::TABLE
-            .iter()
-            .map(|(_, i)| (i.wire, i.exit, i.retryable))
-            .collect();
-        assert_eq!(
-            rows,
-            vec![
-                ("INVALID_ARGUMENT", 2, false),
-                ("SESSION_NOT_FOUND", 3, false),
-                ("RUN_NOT_FOUND", 3, false),
-                ("SESSION_CONFLICT", 4, true),
-                ("LEASE_HELD", 4, true),
-                ("STORE_BUSY", 4, true),
-                ("SESSION_INVALID_TRANSITION", 5, false),
-                ("RUN_INVALID_TRANSITION", 5, false),
-                ("STORE_CORRUPT", 6, false),
-                ("STORE_VERSION_TOO_NEW", 6, false),
-                ("STORE_IO", 6, false),
-                ("LEDGER_TAMPERED", 6, false),
-                ("GATE_NOT_FOUND", 3, false),
-                ("GATE_ALREADY_DECIDED", 5, false),
-                ("GATE_PENDING", 5, false),
-                ("CHECKPOINT_NOT_FOUND", 3, false),
-                ("LEASE_NOT_FOUND", 3, false),
-                ("INTERNAL", 1, false),
-                ("INTERRUPTED", 130, true),
-            ]
-        );
-        for (code, info) in ErrorCode::TABLE {
-            assert_eq!(code.info(), *info);
-        }
-    }
-}
+mod tests;

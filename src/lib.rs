@@ -27,6 +27,7 @@
 
 pub mod chain;
 pub mod clock;
+pub mod envelope;
 pub mod error;
 pub mod interrupt;
 pub mod ledger;
@@ -39,6 +40,7 @@ pub mod transfer;
 pub mod validate;
 
 pub use clock::Clock;
+pub use envelope::{Envelope, ErrorBody};
 pub use error::{Error, ErrorCode, Result};
 pub use interrupt::Interrupt;
 pub use ledger::{

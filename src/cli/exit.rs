@@ -1,30 +1,18 @@
 //! The one place errors are rendered and turned into exit codes.
 //!
-//! `--json`: the SPEC §3 envelope on stdout. Otherwise `error[CODE]: message`
-//! on stderr, `caused by:` lines, then hints. clap's usage errors are
-//! re-worded here so that no rejected value is ever echoed (it may hold a
-//! secret): messages name the flag and the rule only.
+//! `--json`: the SPEC §3 failure envelope ([`logbook::Envelope`]) on stdout.
+//! Otherwise `error[CODE]: message` on stderr, `caused by:` lines, then
+//! hints. clap's usage errors are re-worded here so that no rejected value
+//! is ever echoed (it may hold a secret): messages name the flag and the
+//! rule only.
 
 use super::output::{write_stderr, write_stdout, Printer};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use logbook::{Error, ErrorCode};
+use logbook::error::Details;
+use logbook::{Envelope, Error, ErrorBody, ErrorCode};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::process::ExitCode;
-
-#[derive(Serialize)]
-struct Failure<'a> {
-    ok: bool,
-    error: Body<'a>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    code: &'a str,
-    message: &'a str,
-    retryable: bool,
-    details: serde_json::Value,
-}
 
 /// Whether `--json` appears on the command line (before any `--`).
 pub fn wants_json(args: &[OsString]) -> bool {
@@ -34,30 +22,18 @@ pub fn wants_json(args: &[OsString]) -> bool {
         .any(|a| a == "--json")
 }
 
-fn print(
-    code: ErrorCode,
-    message: &str,
-    details: serde_json::Value,
-    hints: &[String],
-    json: bool,
-) -> ExitCode {
+/// Prints `body` (under `--json` as the failure envelope, else as text with
+/// `hints`); returns the exit code of its code.
+fn print(body: ErrorBody<'_>, hints: &[String], json: bool) -> ExitCode {
+    let code = body.code;
     if json {
-        let f = Failure {
-            ok: false,
-            error: Body {
-                code: code.as_str(),
-                message,
-                retryable: code.retryable(),
-                details,
-            },
-        };
-        let mut s = serde_json::to_string(&f).unwrap_or_else(|_| {
+        let mut s = Envelope::<()>::Failure(body).to_json().unwrap_or_else(|_| {
             format!(r#"{{"ok":false,"error":{{"code":"{}","message":"","retryable":false,"details":{{}}}}}}"#, code.as_str())
         });
         s.push('\n');
         write_stdout(s.as_bytes());
     } else {
-        let mut s = format!("error[{}]: {message}\n", code.as_str());
+        let mut s = format!("error[{}]: {}\n", code.as_str(), body.message);
         if !hints.is_empty() {
             s.push('\n');
             for h in hints {
@@ -84,7 +60,11 @@ fn hints(e: &Error) -> Vec<String> {
 /// Renders a failure that is not a library error (e.g. an import with
 /// rejections, whose `details` is the import report); returns its exit code.
 pub fn failure(code: ErrorCode, message: &str, details: serde_json::Value, json: bool) -> ExitCode {
-    print(code, message, details, &[], json)
+    print(
+        ErrorBody::new(code, message, Details::report(details)),
+        &[],
+        json,
+    )
 }
 
 /// Renders a library error; returns the exit code of its code.
@@ -97,7 +77,11 @@ pub fn report(e: &Error, out: &Printer) -> ExitCode {
         }
         src = s.source();
     }
-    print(e.code(), &message, e.details(), &hints(e), out.json);
+    print(
+        ErrorBody::new(e.code(), message, e.wire_details()),
+        &hints(e),
+        out.json,
+    );
     // An interruption exits 128 + the signal (130, 143), not its code's 130.
     ExitCode::from(e.exit_code())
 }
@@ -271,6 +255,13 @@ pub fn clap_error(e: &clap::Error, json: bool) -> ExitCode {
             hints.push(usage.to_string().trim().to_owned());
         }
     }
-    let details = serde_json::json!({"field": field, "reason": message});
-    print(ErrorCode::InvalidArgument, &message, details, &hints, json)
+    // The details of an INVALID_ARGUMENT naming the flag, with clap's
+    // re-worded message as both message and reason.
+    let shape = Error::invalid(field, message.as_str());
+    let body = ErrorBody::new(
+        ErrorCode::InvalidArgument,
+        message.as_str(),
+        shape.wire_details(),
+    );
+    print(body, &hints, json)
 }

@@ -1,22 +1,14 @@
 //! Output routing: the `--json` envelope or human text on stdout; errors per
 //! `exit.rs`. A closed stdout (broken pipe) ends the command quietly.
 //!
-//! Envelope (SPEC §5), compact, one line, keys in a fixed order:
-//! success `{"ok":true,"data":…}`; failure
+//! The envelope (SPEC §5) is the library's [`logbook::Envelope`], printed
+//! compact on one line: success `{"ok":true,"data":…}` (with `"replayed"`
+//! after `data` for an idempotent replay); failure
 //! `{"ok":false,"error":{"code":…,"message":…,"retryable":…,"details":{…}}}`.
 
-use logbook::{Replayed, Written};
+use logbook::{Envelope, Replayed, Written};
 use serde::Serialize;
 use std::io::{ErrorKind, Write};
-
-#[derive(Serialize)]
-struct Success<'a, T: Serialize> {
-    ok: bool,
-    data: &'a T,
-    /// Only on an idempotent replay (SPEC §5).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    replayed: Option<Replayed>,
-}
 
 /// Where and how a command prints.
 #[derive(Debug, Clone, Copy)]
@@ -32,15 +24,15 @@ impl Printer {
 
     /// Prints `data` as the success envelope, or `human(data)` as text.
     pub fn success<T: Serialize>(&self, data: &T, human: impl FnOnce(&T) -> String) {
-        self.envelope(data, None, human);
+        self.print(&Envelope::success(data), || human(data));
     }
 
     /// Prints a mutation's result: as [`Printer::success`], and for an
     /// idempotent replay the envelope's `replayed` member (SPEC §5) or, as
     /// text, one line saying so after the value.
     pub fn written<T: Serialize>(&self, w: &Written<T>, human: impl FnOnce(&T) -> String) {
-        self.envelope(&w.value, w.replayed, |v| {
-            let mut text = human(v);
+        self.print(&Envelope::written(w), || {
+            let mut text = human(&w.value);
             if let Some(r) = w.replayed {
                 text.push_str(&replayed_line(r));
             }
@@ -48,18 +40,10 @@ impl Printer {
         });
     }
 
-    fn envelope<T: Serialize>(
-        &self,
-        data: &T,
-        replayed: Option<Replayed>,
-        human: impl FnOnce(&T) -> String,
-    ) {
+    /// Prints `envelope` under `--json`, else the text `human` renders.
+    fn print<T: Serialize>(&self, envelope: &Envelope<'_, T>, human: impl FnOnce() -> String) {
         if self.json {
-            match serde_json::to_string(&Success {
-                ok: true,
-                data,
-                replayed,
-            }) {
+            match envelope.to_json() {
                 Ok(mut s) => {
                     s.push('\n');
                     write_stdout(s.as_bytes());
@@ -67,7 +51,7 @@ impl Printer {
                 Err(e) => write_stderr(&format!("error[INTERNAL]: cannot serialize output: {e}\n")),
             }
         } else {
-            write_stdout(human(data).as_bytes());
+            write_stdout(human().as_bytes());
         }
     }
 }

@@ -67,6 +67,7 @@ pub mod runs;
 pub mod tools;
 pub mod wire;
 
+use crate::envelope::{Envelope, ReplayedMember};
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, LedgerOptions};
 use crate::model::ActorType;
@@ -78,7 +79,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ErrorData as McpError;
-use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -89,30 +90,10 @@ use tools::{Reply, ToolSpec};
 /// answer a repeated `tools/call` without applying it again: 1024.
 pub const REPLAY_CAPACITY: usize = 1024;
 
-/// A tool error's body: the CLI envelope's `error` (SPEC §3, §5).
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolError {
-    /// The stable code, e.g. `"SESSION_NOT_FOUND"`.
-    pub code: &'static str,
-    /// A lowercase message naming the field and the rule, never the value.
-    pub message: String,
-    /// Whether the same call may succeed if sent again.
-    pub retryable: bool,
-    /// The error's structured fields (e.g. `field`, `reason`, `id`).
-    pub details: Value,
-}
-
-impl From<&Error> for ToolError {
-    fn from(e: &Error) -> Self {
-        let code = e.code();
-        ToolError {
-            code: code.as_str(),
-            message: e.to_string(),
-            retryable: code.retryable(),
-            details: e.details(),
-        }
-    }
-}
+/// A tool error's body: the CLI envelope's `error` (SPEC §3, §5),
+/// `{"code","message","retryable","details"}` — the library's one
+/// [`ErrorBody`](crate::envelope::ErrorBody).
+pub type ToolError<'a> = crate::envelope::ErrorBody<'a>;
 
 #[derive(Debug)]
 struct Replay {
@@ -199,7 +180,7 @@ impl McpServer {
             ));
         };
         Ok(match self.run(spec, arguments) {
-            Ok(data) => success(data),
+            Ok(reply) => tool_result(&reply.envelope()),
             Err(e) => failure(&e),
         })
     }
@@ -344,42 +325,50 @@ fn tool(spec: &ToolSpec) -> Tool {
     .with_annotations(annotations)
 }
 
-/// A successful result: the data as text and as `structuredContent`; for an
-/// idempotent replay also `_meta.replayed` and a second text block
+/// The MCP result of an envelope (see [`crate::envelope`], "Wire format").
+///
+/// Success: the data as text and as `structuredContent`; for an idempotent
+/// replay also `_meta.replayed` and a second text block
 /// `{"replayed":{"rev":R,"seq":S}}`, so that a model reading only the text
-/// learns it too (SPEC §5).
-fn success(reply: Reply) -> CallToolResult {
-    #[derive(Serialize)]
-    struct ReplayBlock {
-        replayed: crate::ledger::Replayed,
-    }
-    let mut r = CallToolResult::success(Vec::new());
-    r.structured_content = serde_json::from_str(&reply.data).ok();
-    r.content = vec![ContentBlock::text(reply.data)];
-    if let Some(replayed) = reply.replayed {
-        let block = ReplayBlock { replayed };
-        if let Ok(text) = serde_json::to_string(&block) {
-            r.content.push(ContentBlock::text(text));
+/// learns it too (SPEC §5). Failure: `isError: true`, the error body as
+/// text and as `structuredContent`.
+fn tool_result(envelope: &Envelope<'_, RawValue>) -> CallToolResult {
+    match envelope {
+        Envelope::Success { data, replayed } => {
+            let mut r = CallToolResult::success(Vec::new());
+            r.structured_content = serde_json::from_str(data.get()).ok();
+            r.content = vec![ContentBlock::text(data.get())];
+            if let Some(replayed) = replayed {
+                let member = ReplayedMember {
+                    replayed: *replayed,
+                };
+                if let Ok(text) = serde_json::to_string(&member) {
+                    r.content.push(ContentBlock::text(text));
+                }
+                if let Ok(Value::Object(m)) = serde_json::to_value(member) {
+                    r.meta = Some(rmcp::model::MetaObject::from(m));
+                }
+            }
+            r
         }
-        if let Ok(Value::Object(m)) = serde_json::to_value(&block) {
-            r.meta = Some(rmcp::model::MetaObject::from(m));
+        Envelope::Failure(body) => {
+            let text = serde_json::to_string(body).unwrap_or_else(|_| {
+                format!(
+                    r#"{{"code":"{}","message":"","retryable":false,"details":{{}}}}"#,
+                    body.code
+                )
+            });
+            let mut r = CallToolResult::error(Vec::new());
+            r.structured_content = serde_json::to_value(body).ok();
+            r.content = vec![ContentBlock::text(text)];
+            r
         }
     }
-    r
 }
 
+/// The failure result of a library error.
 fn failure(e: &Error) -> CallToolResult {
-    let body = ToolError::from(e);
-    let text = serde_json::to_string(&body).unwrap_or_else(|_| {
-        format!(
-            r#"{{"code":"{}","message":"","retryable":false,"details":{{}}}}"#,
-            body.code
-        )
-    });
-    let mut r = CallToolResult::error(Vec::new());
-    r.structured_content = serde_json::to_value(&body).ok();
-    r.content = vec![ContentBlock::text(text)];
-    r
+    tool_result(&Envelope::error(e))
 }
 
 impl rmcp::ServerHandler for McpServer {

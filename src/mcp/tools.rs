@@ -14,12 +14,14 @@
 use super::args::{Args, Field, Kind};
 use super::{record, runs};
 use crate::clock::parse_time;
+use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::ledger::{
     CheckpointRequest, CreateSession, FeedQuery, Ledger, ListSessions, Mutation, Replayed, Written,
 };
 use crate::model::SessionStatus;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 /// One tool: what `tools/list` advertises and what `tools/call` runs.
 #[derive(Debug, Clone, Copy)]
@@ -238,21 +240,32 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-/// A tool's successful result: the `data` JSON text, and for an idempotent
+/// A tool's successful result: the `data` JSON, and for an idempotent
 /// replay what the first attempt did (SPEC §5), which the result carries as
 /// `_meta.replayed` and as a second text block `{"replayed":{…}}`.
 #[derive(Debug, Clone)]
 pub struct Reply {
-    /// The JSON text the CLI prints in `data` under `--json`.
-    pub data: String,
+    /// The JSON the CLI prints in `data` under `--json`, as its text.
+    pub data: Box<RawValue>,
     /// `Some` when the call was a replay and applied nothing.
     pub replayed: Option<Replayed>,
+}
+
+impl Reply {
+    /// The success envelope of this reply, which the server turns into the
+    /// tool result.
+    pub fn envelope(&self) -> Envelope<'_, RawValue> {
+        Envelope::Success {
+            data: &self.data,
+            replayed: self.replayed,
+        }
+    }
 }
 
 /// A read's reply: `value` as the data JSON.
 pub(super) fn to_json<T: Serialize>(value: &T) -> Result<Reply> {
     Ok(Reply {
-        data: serde_json::to_string(value)
+        data: serde_json::value::to_raw_value(value)
             .map_err(|e| Error::internal(format!("cannot serialize: {e}")))?,
         replayed: None,
     })

@@ -93,27 +93,28 @@ pub fn too_long() -> String {
 
 /// A JSON-RPC error response, members in the order rmcp writes them.
 #[derive(Serialize)]
-struct Reply {
+struct Reply<'a> {
     jsonrpc: &'static str,
     id: Value,
-    error: ReplyError,
+    error: ReplyError<'a>,
 }
 
 #[derive(Serialize)]
-struct ReplyError {
+struct ReplyError<'a> {
     code: i32,
     message: String,
-    data: ToolError,
+    data: ToolError<'a>,
 }
 
 fn reply(id: Value, code: i32, field: &str, kind: &str, problem: &str) -> String {
+    let refused = Error::invalid(field, problem);
     let r = Reply {
         jsonrpc: "2.0",
         id,
         error: ReplyError {
             code,
             message: format!("{kind}: {problem}"),
-            data: ToolError::from(&Error::invalid(field, problem)),
+            data: ToolError::from(&refused),
         },
     };
     // Plain strings, numbers and a `Value` id: serializing cannot fail.
