@@ -93,15 +93,17 @@ pub enum Error {
         /// The busy timeout in force, in ms.
         timeout_ms: u64,
     },
-    /// SESSION_INVALID_TRANSITION.
-    #[error("cannot {verb} session {id}: it is {from}")]
+    /// SESSION_INVALID_TRANSITION: the verb is not allowed from the
+    /// session's status ([`Verb::allowed_from`]).
+    #[error("cannot {} session {id}: it is {}", verb.as_str(), from.as_str())]
     InvalidTransition {
         /// The session.
         id: String,
         /// Its current status.
-        from: String,
-        /// The refused verb, e.g. `"complete"`.
-        verb: String,
+        from: SessionStatus,
+        /// The refused verb (its wire name, e.g. `"complete"`, is
+        /// `Verb::as_str`).
+        verb: Verb,
     },
     /// RUN_INVALID_TRANSITION.
     #[error("cannot {verb} run {id}: it is {from}")]
@@ -325,8 +327,8 @@ impl Error {
     pub fn invalid_transition(id: impl Into<String>, from: SessionStatus, verb: Verb) -> Self {
         Error::InvalidTransition {
             id: id.into(),
-            from: from.as_str().to_owned(),
-            verb: verb.as_str().to_owned(),
+            from,
+            verb,
         }
     }
 

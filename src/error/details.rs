@@ -255,8 +255,8 @@ impl Error {
             Error::InvalidTransition { id, from, verb } => {
                 Shape::SessionTransition(SessionTransition {
                     session_id: id,
-                    status: from,
-                    verb,
+                    status: from.as_str(),
+                    verb: verb.as_str(),
                 })
             }
             Error::RunInvalidTransition { id, from, verb } => Shape::RunTransition(RunTransition {

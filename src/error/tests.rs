@@ -50,8 +50,8 @@ pub(super) fn samples() -> Vec<(&'static str, Error)> {
             "InvalidTransition",
             Error::InvalidTransition {
                 id: ses.into(),
-                from: "completed".into(),
-                verb: "pause".into(),
+                from: crate::model::SessionStatus::Completed,
+                verb: crate::model::Verb::Pause,
             },
         ),
         (

@@ -240,15 +240,15 @@ fn refusal(
     status: &str,
     rev: i64,
 ) -> Result<Option<Error>> {
-    let allowed = status
-        .parse::<SessionStatus>()
-        .is_ok_and(|s| verb.allowed_from().contains(&s));
-    if !allowed {
-        return Ok(Some(Error::InvalidTransition {
-            id: id.to_owned(),
-            from: status.to_owned(),
-            verb: verb.as_str().to_owned(),
-        }));
+    // The schema's CHECK admits only the statuses of the enum.
+    let Ok(from) = status.parse::<SessionStatus>() else {
+        return Err(Error::Corrupt {
+            path: String::new(),
+            reason: format!("session {id} has a status no logbook writes"),
+        });
+    };
+    if !verb.allowed_from().contains(&from) {
+        return Ok(Some(Error::invalid_transition(id, from, verb)));
     }
     match if_rev {
         Some(expected) if expected != rev => Ok(Some(Error::Conflict {

@@ -51,8 +51,8 @@ fn samples() -> Vec<(&'static str, Error)> {
             "InvalidTransition",
             Error::InvalidTransition {
                 id: ses.into(),
-                from: "completed".into(),
-                verb: "pause".into(),
+                from: logbook::SessionStatus::Completed,
+                verb: logbook::model::Verb::Pause,
             },
         ),
         (
