@@ -4,9 +4,7 @@
 //! hundreds of processes or rounds, the counts are scaled down so that this
 //! file runs in a few minutes on a 2-core machine; each such test says so.
 
-use crate::common::{
-    assert_error, assert_rev_matches_events, bin, race, raw_append, rev_and_events, Run, TestEnv,
-};
+use crate::common::*;
 use logbook::store::open::JOURNAL_SIZE_LIMIT_BYTES;
 use logbook::{
     AppendEvent, CheckpointRequest, Clock, CreateSession, ErrorCode, Ledger, LedgerOptions,
@@ -29,20 +27,6 @@ const FROZEN_MS: i64 = 1_893_456_000_000;
 
 // ---------------------------------------------------------------- helpers
 
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
-
-fn open_ledger(path: &Path) -> Ledger {
-    Ledger::open(LedgerOptions::at(path)).expect("open ledger")
-}
-
 /// A handle at synchronous=NORMAL, for tests that write a lot.
 fn open_normal(path: &Path) -> Ledger {
     Ledger::open(LedgerOptions {
@@ -50,85 +34,6 @@ fn open_normal(path: &Path) -> Ledger {
         ..LedgerOptions::at(path)
     })
     .expect("open ledger")
-}
-
-fn cp(step: &str, note: Option<&str>) -> CheckpointRequest {
-    CheckpointRequest {
-        step: Some(step.to_owned()),
-        note: note.map(str::to_owned),
-        ..CheckpointRequest::default()
-    }
-}
-
-fn at_rev(rev: i64) -> Mutation {
-    Mutation {
-        if_rev: Some(rev),
-        ..Mutation::default()
-    }
-}
-
-fn lib_create(lg: &Ledger, title: &str, app: &str) -> String {
-    lg.create_session(CreateSession {
-        app: Some(app.to_owned()),
-        ..CreateSession::titled(title)
-    })
-    .expect("create")
-    .session_id
-    .to_string()
-}
-
-/// `logbook --db DB ARGS… --json`, not yet run.
-fn cli(env: &TestEnv, args: &[&str]) -> Command {
-    let mut c = env.command();
-    c.arg("--db").arg(env.path()).args(args).arg("--json");
-    c
-}
-
-/// `sh` with the same cleared environment as `TestEnv::command`.
-fn sh(env: &TestEnv, script: &str) -> Command {
-    let mut c = Command::new("sh");
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.dir.path())
-        .env("TZ", "UTC")
-        .stdin(Stdio::null())
-        .arg("-c")
-        .arg(script);
-    c
-}
-
-fn id_of(v: &Value) -> String {
-    v["session_id"].as_str().expect("session_id").to_owned()
-}
-
-fn listed(data: &Value) -> Vec<String> {
-    data["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .map(id_of)
-        .collect()
-}
-
-fn scalar(env: &TestEnv, sql: &str) -> i64 {
-    env.sql().query_row(sql, [], |r| r.get(0)).unwrap()
-}
-
-type CheckpointRow = (i64, Option<String>, Option<String>);
-
-/// `(seq, step, note)` of a session's checkpoint events, by seq.
-fn checkpoint_rows(env: &TestEnv, id: &str) -> Vec<CheckpointRow> {
-    let c = env.sql();
-    let mut st = c
-        .prepare(
-            "SELECT seq, json_extract(data, '$.step'), detail FROM events
-             WHERE session_id = ?1 AND type = 'checkpoint' ORDER BY seq",
-        )
-        .unwrap();
-    st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
 }
 
 /// `at_ms` of a session's events by seq; asserts it never drops.
@@ -147,36 +52,6 @@ fn at_ms_never_drops(env: &TestEnv, id: &str) -> Vec<i64> {
         assert!(w[1] >= w[0], "at_ms dropped at seq {}: {w:?}", i + 1);
     }
     at
-}
-
-#[track_caller]
-fn assert_no_panic(r: &Run) {
-    assert_ne!(r.code, 101, "exit 101 (panic):\n{}", r.stderr);
-    for bad in ["panicked", "char boundary", "failed printing"] {
-        assert!(
-            !r.stderr.contains(bad),
-            "stderr shows {bad:?}:\n{}",
-            r.stderr
-        );
-    }
-}
-
-fn mode_of(p: &Path) -> u32 {
-    fs::metadata(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
-fn companion(db: &Path, suffix: &str) -> PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
-fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// A display preview: at most `max` characters, and either the whole value
@@ -211,414 +86,9 @@ impl Rng {
     }
 }
 
-// ---------------------------------------------------------------- C01
-
-/// C01: 8 writer processes × 50 checkpoints on 8 sessions while 2 readers
-/// list: every call succeeds, nothing says "database is locked".
-#[test]
-fn c01_parallel_writer_processes_all_succeed() {
-    let env = TestEnv::new();
-    let ids: Vec<String> = (1..=8).map(|i| env.create(&format!("w{i}"))).collect();
-    let start = Barrier::new(ids.len() + 2);
-    let done = AtomicBool::new(false);
-    let (writes, reads) = std::thread::scope(|s| {
-        let (env, start, done) = (&env, &start, &done);
-        let writers: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                s.spawn(move || {
-                    start.wait();
-                    (1..=50)
-                        .map(|n| {
-                            let step = format!("s{n}");
-                            env.json(&["session", "checkpoint", id, "--step", &step, "--note", "n"])
-                        })
-                        .collect::<Vec<Run>>()
-                })
-            })
-            .collect();
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                s.spawn(move || {
-                    start.wait();
-                    let mut runs = Vec::new();
-                    while !done.load(Ordering::SeqCst) {
-                        runs.push(env.json(&["session", "list"]));
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    runs
-                })
-            })
-            .collect();
-        let writes: Vec<Vec<Run>> = writers.into_iter().map(|h| h.join().unwrap()).collect();
-        done.store(true, Ordering::SeqCst);
-        let reads: Vec<Vec<Run>> = readers.into_iter().map(|h| h.join().unwrap()).collect();
-        (writes, reads)
-    });
-    for (id, runs) in ids.iter().zip(&writes) {
-        for (n, r) in (1_i64..).zip(runs) {
-            assert!(
-                !r.stdout.contains("locked") && !r.stderr.contains("locked"),
-                "{r:?}"
-            );
-            let d = r.data();
-            assert_eq!(d["rev"], 1 + n, "{id} call {n}");
-            assert_eq!(d["checkpoint"]["seq"], n);
-            assert_eq!(d["checkpoint"]["step"], format!("s{n}"));
-        }
-        let want: Vec<CheckpointRow> = (1..=50)
-            .map(|n| (n, Some(format!("s{n}")), Some("n".to_owned())))
-            .collect();
-        assert_eq!(checkpoint_rows(&env, id), want);
-        assert_eq!(assert_rev_matches_events(&env, id), 51);
-    }
-    for runs in &reads {
-        assert!(!runs.is_empty());
-        for r in runs {
-            assert!(
-                !r.stdout.contains("locked") && !r.stderr.contains("locked"),
-                "{r:?}"
-            );
-            assert_eq!(r.data()["sessions"].as_array().unwrap().len(), 8);
-        }
-    }
-}
-
-/// C01: every `Ledger` connection is in WAL mode with a busy timeout > 0,
-/// shown by what the timeout does (not by reading the option back): while
-/// another connection holds the write lock, a handle with 1234 ms gives up
-/// with STORE_BUSY after at least 1234 ms, and a handle with the default
-/// (5000 ms) waits the lock out and writes once it is released at 2 s.
-#[test]
-fn c01_every_ledger_connection_has_wal_and_a_busy_timeout() {
-    let env = TestEnv::new();
-    let id = env.create("t");
-    let a = open_ledger(env.path());
-    let b = open_ledger(env.path());
-    let c = Ledger::open(LedgerOptions {
-        busy_timeout_ms: 1234,
-        ..LedgerOptions::at(env.path())
-    })
-    .unwrap();
-    for l in [&a, &b, &c] {
-        assert_eq!(l.pragma("journal_mode").unwrap(), "wal");
-        assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
-    }
-    let lock = env.sql();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let start = Instant::now();
-    let holder = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(2000));
-        let released = Instant::now();
-        lock.execute_batch("ROLLBACK").unwrap();
-        released
-    });
-    let e = c
-        .checkpoint(&id, cp("blocked", None), &Mutation::default())
-        .unwrap_err();
-    assert_eq!(e.code(), ErrorCode::StoreBusy);
-    assert_eq!(e.details()["busy_timeout_ms"], 1234);
-    assert!(
-        start.elapsed() >= Duration::from_millis(1234),
-        "{:?}",
-        start.elapsed()
-    );
-    let s = a
-        .checkpoint(&id, cp("waited", None), &Mutation::default())
-        .unwrap();
-    let done = Instant::now();
-    let released = holder.join().unwrap();
-    assert!(
-        done >= released,
-        "the default handle wrote before the lock was released"
-    );
-    assert_eq!(s.rev, 2);
-    assert_eq!(assert_rev_matches_events(&env, &id), 2);
-}
-
-/// C01: contention longer than the busy timeout is STORE_BUSY (exit 4,
-/// retryable) with nothing half-written; the default 5000 ms outlasts a 1 s
-/// lock.
-#[test]
-fn c01_contention_past_the_busy_timeout_is_store_busy() {
-    let env = TestEnv::new();
-    let id = env.create("t");
-    let before = env.show(&id);
-    let lock = env.sql();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-
-    let t = Instant::now();
-    let r = env.json(&[
-        "--busy-timeout-ms",
-        "200",
-        "session",
-        "checkpoint",
-        &id,
-        "--step",
-        "x",
-    ]);
-    let waited = t.elapsed();
-    let e = assert_error(&r, "STORE_BUSY", 4);
-    assert_eq!(e["details"]["busy_timeout_ms"], 200);
-    assert!(
-        waited >= Duration::from_millis(200) && waited < Duration::from_secs(4),
-        "{waited:?}"
-    );
-
-    let mut c = env.command();
-    c.env("LOGBOOK_BUSY_TIMEOUT_MS", "300")
-        .arg("--db")
-        .arg(env.path())
-        .args(["session", "checkpoint", &id, "--step", "x", "--json"]);
-    let r: Run = c.output().unwrap().into();
-    let e = assert_error(&r, "STORE_BUSY", 4);
-    assert_eq!(e["details"]["busy_timeout_ms"], 300);
-    assert_eq!(env.show(&id), before);
-    assert_eq!(assert_rev_matches_events(&env, &id), 1);
-
-    let holder = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(1));
-        lock.execute_batch("ROLLBACK").unwrap();
-    });
-    let t = Instant::now();
-    let d = env
-        .json(&["session", "checkpoint", &id, "--step", "after"])
-        .data();
-    assert!(
-        t.elapsed() >= Duration::from_millis(700),
-        "{:?}",
-        t.elapsed()
-    );
-    holder.join().unwrap();
-    assert_eq!(d["rev"], 2);
-    assert_eq!(assert_rev_matches_events(&env, &id), 2);
-}
 
 // ---------------------------------------------------------------- C03
 
-const BOOM_TRIGGER: &str = "CREATE TRIGGER boom BEFORE INSERT ON events \
-    WHEN instr(coalesce(NEW.detail,'')||coalesce(NEW.data,''),'BOOM') \
-    BEGIN SELECT RAISE(ABORT,'boom'); END;";
-
-/// `BEGIN IMMEDIATE` succeeds at once (busy timeout 0): no lock is held.
-#[track_caller]
-fn assert_write_lock_free(env: &TestEnv) {
-    let c = rusqlite::Connection::open(env.path()).unwrap();
-    c.busy_timeout(Duration::ZERO).unwrap();
-    c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
-        .expect("the write lock is free");
-}
-
-/// C03: a statement failing after the session UPDATE rolls the whole write
-/// back (same bytes from show) and leaves no lock, from the CLI and from
-/// one long-lived library handle, which then keeps working.
-#[test]
-fn c03_a_failed_write_rolls_back_and_releases_the_lock() {
-    let env = TestEnv::new();
-    let s = env.create("t");
-    let id = s.as_str();
-    // Long-lived handle, opened (and used) before the trigger exists.
-    let lg = open_ledger(env.path());
-    assert_eq!(
-        lg.checkpoint(id, cp("warm", None), &Mutation::default())
-            .unwrap()
-            .rev,
-        2
-    );
-    env.sql().execute_batch(BOOM_TRIGGER).unwrap();
-    let before = env.show(id);
-
-    // (a) CLI, on every verb whose event carries the text.
-    let cases: [&[&str]; 4] = [
-        &["session", "checkpoint", id, "--step", "s", "--note", "BOOM"],
-        &[
-            "session",
-            "event",
-            id,
-            "--type",
-            "x.t",
-            "--data",
-            r#"{"k":"BOOM"}"#,
-        ],
-        &["session", "complete", id, "--result", "BOOM"],
-        &["session", "fail", id, "--reason", "BOOM"],
-    ];
-    for args in cases {
-        let r = env.json(args);
-        assert_no_panic(&r);
-        assert_error(&r, "INTERNAL", 1);
-        assert_eq!(env.show(id), before, "{args:?}");
-        assert_write_lock_free(&env);
-    }
-
-    // (b) library, the same handle.
-    let errs = [
-        lg.checkpoint(id, cp("s", Some("BOOM")), &Mutation::default())
-            .unwrap_err(),
-        lg.complete(id, "BOOM", &Mutation::default()).unwrap_err(),
-        lg.append_event(
-            id,
-            AppendEvent {
-                event_type: "x.t".into(),
-                detail: Some("BOOM".into()),
-                data: None,
-            },
-            &Mutation::default(),
-        )
-        .unwrap_err(),
-    ];
-    for e in &errs {
-        assert_eq!(e.code().as_str(), "INTERNAL", "{e}");
-    }
-    assert_eq!(env.show(id), before);
-    assert_eq!(rev_and_events(&env, id), (2, 2, 1));
-
-    // Another process writes at once, well within its busy timeout.
-    let t = Instant::now();
-    let r = env.json(&[
-        "--busy-timeout-ms",
-        "5000",
-        "session",
-        "create",
-        "--title",
-        "x",
-        "--app",
-        "a",
-    ]);
-    assert_eq!(r.data()["rev"], 1);
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert_write_lock_free(&env);
-
-    // The same handle's next checkpoint succeeds with rev + 1.
-    let ok = lg.checkpoint(id, cp("after", None), &at_rev(2)).unwrap();
-    assert_eq!(ok.rev, 3);
-    assert_eq!(assert_rev_matches_events(&env, id), 3);
-}
-
-// ---------------------------------------------------------------- C05
-
-/// C05 (a): 30 parallel checkpoints without --if-rev: none is lost.
-#[test]
-fn c05_parallel_checkpoints_lose_no_update() {
-    let env = TestEnv::new();
-    let id = env.create("t");
-    let cmds = (1..=30)
-        .map(|i| {
-            let (step, note) = (format!("s{i}"), format!("n{i}"));
-            cli(
-                &env,
-                &[
-                    "--busy-timeout-ms",
-                    "30000",
-                    "session",
-                    "checkpoint",
-                    &id,
-                    "--step",
-                    &step,
-                    "--note",
-                    &note,
-                ],
-            )
-        })
-        .collect();
-    let runs = race(env.dir.path(), cmds);
-    let mut revs: Vec<i64> = runs
-        .iter()
-        .map(|r| r.data()["rev"].as_i64().unwrap())
-        .collect();
-    revs.sort_unstable();
-    assert_eq!(revs, (2..=31).collect::<Vec<i64>>());
-
-    let rows = checkpoint_rows(&env, &id);
-    assert_eq!(rows.len(), 30);
-    let mut steps: Vec<String> = rows.iter().map(|r| r.1.clone().unwrap()).collect();
-    steps.sort();
-    let mut want: Vec<String> = (1..=30).map(|i| format!("s{i}")).collect();
-    want.sort();
-    assert_eq!(steps, want);
-    for (_, step, note) in &rows {
-        assert_eq!(
-            note.as_deref(),
-            Some(step.as_deref().unwrap().replacen('s', "n", 1).as_str())
-        );
-    }
-    assert_eq!(assert_rev_matches_events(&env, &id), 31);
-    let shown: Value = serde_json::from_str(&env.show(&id)).unwrap();
-    let last = rows.last().unwrap();
-    assert_eq!(shown["data"]["session"]["checkpoint"]["seq"], last.0);
-    assert_eq!(
-        shown["data"]["session"]["checkpoint"]["step"],
-        last.1.as_deref().unwrap()
-    );
-}
-
-/// C05 (b): 30 parallel checkpoints with the same --if-rev: exactly one wins,
-/// 29 get SESSION_CONFLICT carrying the current rev.
-#[test]
-fn c05_parallel_if_rev_checkpoints_have_exactly_one_winner() {
-    let env = TestEnv::new();
-    let id = env.create("t");
-    let r = env
-        .json(&["session", "checkpoint", &id, "--step", "s0"])
-        .data()["rev"]
-        .as_i64()
-        .unwrap();
-    assert_eq!(r, 2);
-    let rs = r.to_string();
-    let cmds = (1..=30)
-        .map(|i| {
-            let step = format!("s{i}");
-            cli(
-                &env,
-                &[
-                    "--busy-timeout-ms",
-                    "30000",
-                    "session",
-                    "checkpoint",
-                    &id,
-                    "--step",
-                    &step,
-                    "--if-rev",
-                    &rs,
-                ],
-            )
-        })
-        .collect();
-    let runs = race(env.dir.path(), cmds);
-    let winners: Vec<usize> = (1..)
-        .zip(&runs)
-        .filter(|(_, run)| run.code == 0)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(winners.len(), 1, "{runs:?}");
-    let w = winners[0];
-    for (i, run) in (1..).zip(&runs) {
-        if i == w {
-            let d = run.data();
-            assert_eq!(d["rev"], r + 1);
-            assert_eq!(d["checkpoint"]["step"], format!("s{w}"));
-            continue;
-        }
-        let e = assert_error(run, "SESSION_CONFLICT", 4);
-        assert_eq!(
-            e["details"],
-            json!({
-                "session_id": id,
-                "expected_rev": r,
-                "current_rev": r + 1,
-                "latest_event": {"seq": r, "type": "checkpoint", "step": format!("s{w}")},
-            })
-        );
-    }
-    assert_eq!(assert_rev_matches_events(&env, &id), r + 1);
-    assert_eq!(
-        checkpoint_rows(&env, &id),
-        vec![
-            (1, Some("s0".into()), None),
-            (2, Some(format!("s{w}")), None)
-        ]
-    );
-}
 
 // ---------------------------------------------------------------- C06
 
@@ -643,7 +113,7 @@ fn occ_loop(lg: &Ledger, id: &str, from_rev: i64, n: i64, mut tick: impl FnMut()
 fn c06_occ_uses_the_rev_counter_not_the_clock() {
     // Normal clock.
     let env = TestEnv::new();
-    let lg = open_ledger(env.path());
+    let lg = env.ledger();
     let id = lib_create(&lg, "normal", "a");
     assert_eq!(occ_loop(&lg, &id, 1, 500, || {}), 501);
     assert_eq!(assert_rev_matches_events(&env, &id), 501);
@@ -876,9 +346,7 @@ fn c08_equal_timestamps_keep_a_deterministic_order() {
         .map(|i| lib_create(&lg, &format!("l{i}"), "a"))
         .collect();
     assert_eq!(
-        scalar(
-            &env,
-            "SELECT count(DISTINCT created_at_ms) FROM sessions WHERE app = 'a'"
+        env.scalar("SELECT count(DISTINCT created_at_ms) FROM sessions WHERE app = 'a'"
         ),
         1
     );
@@ -914,115 +382,6 @@ fn c08_equal_timestamps_keep_a_deterministic_order() {
     assert_eq!(walked, newest_first);
 }
 
-// ---------------------------------------------------------------- C10
-
-/// C10: a library writer A (then, after A is abandoned without closing, a new
-/// writer B) interleaved with CLI appends: seqs stay unique and contiguous,
-/// and the schema declares (session_id, seq) unique.
-#[test]
-fn c10_seq_stays_unique_across_writers_and_a_restart() {
-    let env = TestEnv::new();
-    let id = env.create("t");
-    let mut cli_runs: Vec<Run> = Vec::new();
-    let mut n = 0;
-    for (name, abandon) in [("a", true), ("b", false)] {
-        let runs = std::thread::scope(|s| {
-            let (env, id) = (&env, &id);
-            let writer = s.spawn(move || {
-                let lg = open_ledger(env.path());
-                for i in 1..=20 {
-                    lg.append_event(
-                        id,
-                        AppendEvent {
-                            event_type: format!("x.{name}"),
-                            detail: Some(format!("{name}{i}")),
-                            data: None,
-                        },
-                        &Mutation::default(),
-                    )
-                    .unwrap_or_else(|e| panic!("writer {name} append {i}: {e}"));
-                    std::thread::sleep(Duration::from_millis(15));
-                }
-                if abandon {
-                    // Like `kill -9`: the connection is never closed.
-                    std::mem::forget(lg);
-                }
-            });
-            let runs: Vec<Run> = (1..=20)
-                .map(|i| {
-                    let detail = format!("c{}", n + i);
-                    env.json(&[
-                        "session", "event", id, "--type", "x.cli", "--detail", &detail,
-                    ])
-                })
-                .collect();
-            writer.join().unwrap();
-            runs
-        });
-        n += 20;
-        cli_runs.extend(runs);
-    }
-    for r in &cli_runs {
-        assert!(!r.stdout.contains("UNIQUE constraint failed"), "{r:?}");
-        assert!(!r.stderr.contains("UNIQUE constraint failed"), "{r:?}");
-        r.data();
-    }
-    let c = env.sql();
-    let dups: i64 = c
-        .query_row(
-            "SELECT count(*) FROM (SELECT session_id, seq, count(*) FROM events
-             GROUP BY session_id, seq HAVING count(*) > 1)",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(dups, 0);
-    let stats: (i64, i64, i64) = c
-        .query_row(
-            "SELECT count(*), min(seq), max(seq) FROM events WHERE session_id = ?1",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(stats, (81, 0, 80));
-    let per_type = |t: &str| -> (i64, i64, i64, i64) {
-        c.query_row(
-            "SELECT count(*), count(DISTINCT detail), min(seq), max(seq) FROM events
-             WHERE session_id = ?1 AND type = ?2",
-            [id.as_str(), t],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap()
-    };
-    let (a, b, x) = (per_type("x.a"), per_type("x.b"), per_type("x.cli"));
-    assert_eq!((a.0, a.1, b.0, b.1, x.0, x.1), (20, 20, 20, 20, 40, 40));
-    assert!(
-        b.2 > a.3,
-        "seq restarted after the restart: A {a:?}, B {b:?}"
-    );
-    assert_eq!(assert_rev_matches_events(&env, &id), 81);
-
-    // The schema declares (session_id, seq) unique.
-    let mut st = c
-        .prepare("SELECT name, \"unique\" FROM pragma_index_list('events')")
-        .unwrap();
-    let indexes: Vec<(String, i64)> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let unique_on_seq = indexes.iter().any(|(name, unique)| {
-        let cols: Vec<String> = c
-            .prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
-            .unwrap()
-            .query_map([name], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        *unique == 1 && cols == ["session_id", "seq"]
-    });
-    assert!(unique_on_seq, "{indexes:?}");
-}
 
 // ---------------------------------------------------------------- C12
 
@@ -1054,7 +413,7 @@ fn walk_rest(env: &TestEnv, order: &str, mut cursor: String, seen: &mut Vec<Stri
 #[test]
 fn c12_created_order_walk_survives_inserts_and_updates() {
     let env = TestEnv::new();
-    let lg = open_ledger(env.path());
+    let lg = env.ledger();
     let originals: Vec<String> = (0..30)
         .map(|i| lib_create(&lg, &format!("o{i}"), "a"))
         .collect();
@@ -1099,7 +458,7 @@ fn c12_created_order_walk_survives_inserts_and_updates() {
 #[test]
 fn c12_updated_order_walk_follows_its_documented_rule() {
     let env = TestEnv::new();
-    let lg = open_ledger(env.path());
+    let lg = env.ledger();
     for i in 0..30 {
         lib_create(&lg, &format!("o{i}"), "a");
     }
@@ -1137,15 +496,6 @@ fn wal_len(db: &Path) -> u64 {
     fs::metadata(companion(db, "-wal")).map_or(0, |m| m.len())
 }
 
-fn kib_note(i: usize) -> String {
-    let mut s = format!("note {i:06} ");
-    while s.len() < 1024 {
-        s.push_str("lorem ipsum ");
-    }
-    s.truncate(1024);
-    s
-}
-
 /// C14: while a reader pins a snapshot the WAL grows; once it ends, the WAL
 /// drops back under the documented journal_size_limit (64 MiB). Checkpoints
 /// with 1 KiB notes through the library (synchronous=NORMAL, for speed)
@@ -1154,7 +504,7 @@ fn kib_note(i: usize) -> String {
 fn c14_wal_shrinks_back_once_a_pinning_reader_ends() {
     let env = TestEnv::new();
     let lg = open_normal(env.path());
-    let idle = open_ledger(env.path());
+    let idle = env.ledger();
     let id = lib_create(&lg, "t", "a");
     idle.show_session(&id).unwrap();
     idle.list_sessions(&ListSessions::default()).unwrap();
@@ -1216,7 +566,7 @@ fn c14_wal_shrinks_back_once_a_pinning_reader_ends() {
 fn c14_idle_handles_never_pin_the_wal() {
     let env = TestEnv::new();
     let lg = open_normal(env.path());
-    let idle = open_ledger(env.path());
+    let idle = env.ledger();
     let id = lib_create(&lg, "t", "a");
     idle.show_session(&id).unwrap();
     idle.session_events(&id, None, Some(5)).unwrap();
@@ -1257,7 +607,7 @@ fn c15_over_cap_input_is_refused_whole() {
     let env = TestEnv::new();
     let id = env.create("t");
     let before = env.show(&id);
-    let sessions0 = scalar(&env, "SELECT count(*) FROM sessions");
+    let sessions0 = env.scalar("SELECT count(*) FROM sessions");
     let a = |n: usize| "a".repeat(n);
     let big = env.dir.path().join("big.json");
     fs::write(&big, format!("{{\"k\":\"{}\"}}", a(256 * 1024 - 8 + 1))).unwrap();
@@ -1316,7 +666,7 @@ fn c15_over_cap_input_is_refused_whole() {
         let msg = e["message"].as_str().unwrap();
         assert!(msg.contains(field) && msg.contains(limit), "{msg}");
         assert!(e["details"]["reason"].as_str().unwrap().contains(limit));
-        assert_eq!(scalar(&env, "SELECT count(*) FROM sessions"), sessions0);
+        assert_eq!(env.scalar("SELECT count(*) FROM sessions"), sessions0);
         assert_eq!(env.show(&id), before, "{field}");
     }
 
@@ -1704,12 +1054,12 @@ fn c19_nul_planted_in_a_title_reads_back_whole() {
 #[test]
 fn c19_control_characters_in_text_fields_are_refused() {
     let env = TestEnv::new();
-    let lg = open_ledger(env.path());
+    let lg = env.ledger();
     let e = lg
         .create_session(CreateSession::titled("a\u{0}b"))
         .unwrap_err();
     assert_eq!(e.code().as_str(), "INVALID_ARGUMENT");
-    assert_eq!(scalar(&env, "SELECT count(*) FROM sessions"), 0);
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 0);
     let id = lib_create(&lg, "t", "a");
     let note = "before\u{0}after AKIAIOSFODNN7EXAMPLE";
     let e = lg
@@ -1844,7 +1194,7 @@ fn c21_missing_value_is_a_usage_error() {
     assert!(msg.contains("--note") && msg.contains("value"), "{msg}");
     assert_eq!(env.show(&id), before);
     assert_eq!(
-        scalar(&env, "SELECT count(*) FROM events WHERE detail = '--json'"),
+        env.scalar("SELECT count(*) FROM events WHERE detail = '--json'"),
         0
     );
 }
@@ -1854,7 +1204,7 @@ fn c21_missing_value_is_a_usage_error() {
 #[test]
 fn c21_closed_pipe_on_a_large_show_is_not_a_panic() {
     let env = TestEnv::new();
-    let lg = open_ledger(env.path());
+    let lg = env.ledger();
     let id = lib_create(&lg, "big", "a");
     for i in 0..200 {
         lg.checkpoint(&id, cp("k", Some(&kib_note(i))), &Mutation::default())
@@ -1901,16 +1251,13 @@ fn c21_closed_pipe_on_a_large_show_is_not_a_panic() {
 
 // ---------------------------------------------------------------- C23
 
-const SK: &str = "sk-EXAMPLE0000EXAMPLE0000";
-const GHP: &str = "ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000";
-
 /// C23: rejected input carrying a secret is never echoed in stdout, stderr
 /// or error bodies (at RUST_LOG=trace), and never reaches the DB or -wal.
 #[test]
 fn c23_secrets_in_rejected_input_are_never_echoed() {
     let env = TestEnv::new();
     let id = env.create("t");
-    let holder = open_ledger(env.path()); // keeps the -wal in place
+    let holder = env.ledger(); // keeps the -wal in place
     let long = format!("{} {SK}", "a".repeat(4096 - SK.len()));
     assert_eq!(long.chars().count(), 4097);
     let ghp_note = format!("deploy with {GHP}");
@@ -2019,7 +1366,7 @@ fn c23_secrets_in_rejected_input_are_never_echoed() {
 
 /// `logbook ARGS…` under `umask 022`, with extra environment.
 fn run_umask(env: &TestEnv, extra: &[(&str, &Path)], args: &[&str]) -> Run {
-    let mut c = sh(env, "umask 022; exec \"$@\"");
+    let mut c = env.sh("umask 022; exec \"$@\"");
     c.arg("sh").arg(bin()).args(args);
     for (k, v) in extra {
         c.env(k, v);
@@ -2250,7 +1597,7 @@ fn c25_first_open_under_a_held_lock_is_store_busy_and_writes_nothing() {
 fn lost_reply(env: &TestEnv, mode: &str, args: &[&str]) -> (Option<i32>, String) {
     match mode {
         "closed" => {
-            let mut c = sh(env, "exec \"$@\" >&-");
+            let mut c = env.sh("exec \"$@\" >&-");
             let o = c.arg("sh").arg(bin()).args(args).output().unwrap();
             (
                 o.status.code(),
@@ -2260,7 +1607,7 @@ fn lost_reply(env: &TestEnv, mode: &str, args: &[&str]) -> (Option<i32>, String)
         _ => {
             let rc = env.dir.path().join("rc");
             let _ = fs::remove_file(&rc);
-            let mut c = sh(env, "( sleep 1; \"$@\"; echo $? >\"$0\" ) | true");
+            let mut c = env.sh("( sleep 1; \"$@\"; echo $? >\"$0\" ) | true");
             let o = c.arg(&rc).arg(bin()).args(args).output().unwrap();
             assert!(o.status.success());
             let code = fs::read_to_string(&rc).unwrap().trim().parse().ok();
@@ -2396,8 +1743,8 @@ fn c28_create_twice_with_one_idempotency_key_makes_one_session() {
     let first = env.json(&args).data();
     let second = env.json(&args).data();
     assert_eq!(first, second);
-    assert_eq!(scalar(&env, "SELECT count(*) FROM sessions"), 1);
-    assert_eq!(scalar(&env, "SELECT count(*) FROM events"), 1);
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
+    assert_eq!(env.scalar("SELECT count(*) FROM events"), 1);
     let r = env.json(&[
         "session",
         "create",
@@ -2412,7 +1759,7 @@ fn c28_create_twice_with_one_idempotency_key_makes_one_session() {
         assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
         "idempotency_key"
     );
-    assert_eq!(scalar(&env, "SELECT count(*) FROM sessions"), 1);
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
 }
 
 // ---------------------------------------------------------------- C30
@@ -2577,7 +1924,7 @@ fn c30_kill_9_never_corrupts_or_loses_acknowledged_writes() {
             .env("LOGBOOK_C30_OUT", &out);
             c
         } else {
-            let mut c = sh(&env, loop_script);
+            let mut c = env.sh(loop_script);
             c.env("LB", bin())
                 .env("DB", env.path())
                 .env("S", &id)
@@ -2611,7 +1958,7 @@ fn c30_kill_9_never_corrupts_or_loses_acknowledged_writes() {
 #[test]
 fn c30_synchronous_is_full_by_default() {
     let env = TestEnv::new();
-    assert_eq!(open_ledger(env.path()).pragma("synchronous").unwrap(), "2");
+    assert_eq!(env.ledger().pragma("synchronous").unwrap(), "2");
     let normal = Ledger::open(LedgerOptions {
         sync: SyncMode::Normal,
         ..LedgerOptions::at(env.path())

@@ -3,9 +3,12 @@
 
 #![allow(dead_code)]
 
+use logbook::{CheckpointRequest, CreateSession, Ledger, LedgerOptions, Mutation};
 use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The built `logbook` binary.
 pub fn bin() -> &'static str {
@@ -123,6 +126,162 @@ impl TestEnv {
 
     pub fn path(&self) -> &Path {
         &self.db
+    }
+
+    /// `logbook --db DB ARGS… --json`, not yet run (for [`race`], extra
+    /// environment, or a child process).
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut c = self.command();
+        c.arg("--db").arg(&self.db).args(args).arg("--json");
+        c
+    }
+
+    /// `sh -c SCRIPT` with the same cleared environment as
+    /// [`TestEnv::command`].
+    pub fn sh(&self, script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("TZ", "UTC")
+            .stdin(Stdio::null())
+            .arg("-c")
+            .arg(script);
+        c
+    }
+
+    /// `session checkpoint ID --step STEP --json`; its `.data` (panics on
+    /// failure).
+    #[track_caller]
+    pub fn checkpoint(&self, id: &str, step: &str) -> Value {
+        self.json(&["session", "checkpoint", id, "--step", step])
+            .data()
+    }
+
+    /// The one integer a SQL query returns, read with plain SQLite.
+    pub fn scalar(&self, sql: &str) -> i64 {
+        self.sql().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// A library [`Ledger`] on the DB, with the default options.
+    pub fn ledger(&self) -> Ledger {
+        open_ledger(&self.db)
+    }
+
+    /// The DB file and its `-wal` (if any), as bytes (for secret greps).
+    pub fn db_bytes(&self) -> Vec<u8> {
+        let mut bytes = std::fs::read(&self.db).unwrap();
+        bytes.extend(std::fs::read(companion(&self.db, "-wal")).unwrap_or_default());
+        bytes
+    }
+}
+
+/// A library [`Ledger`] on `path`, with the default options.
+pub fn open_ledger(path: &Path) -> Ledger {
+    Ledger::open(LedgerOptions::at(path)).expect("open ledger")
+}
+
+/// Creates an active session through the library; returns its id.
+pub fn lib_create(lg: &Ledger, title: &str, app: &str) -> String {
+    lg.create_session(CreateSession {
+        app: Some(app.to_owned()),
+        ..CreateSession::titled(title)
+    })
+    .expect("create")
+    .session_id
+    .to_string()
+}
+
+/// A library checkpoint request: `step` and an optional `note`.
+pub fn cp(step: &str, note: Option<&str>) -> CheckpointRequest {
+    CheckpointRequest {
+        step: Some(step.to_owned()),
+        note: note.map(str::to_owned),
+        ..CheckpointRequest::default()
+    }
+}
+
+/// A library mutation guarded by `if_rev`.
+pub fn at_rev(rev: i64) -> Mutation {
+    Mutation {
+        if_rev: Some(rev),
+        ..Mutation::default()
+    }
+}
+
+/// The wall clock in Unix epoch milliseconds.
+pub fn now_ms() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// `session_id` of a session value.
+pub fn id_of(v: &Value) -> String {
+    v["session_id"].as_str().expect("session_id").to_owned()
+}
+
+/// The ids of a `session list` page's `.data`, in order.
+pub fn listed(data: &Value) -> Vec<String> {
+    data["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(id_of)
+        .collect()
+}
+
+/// A companion of the DB file: `-wal`, `-shm` or `-journal` appended.
+pub fn companion(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Permission bits (with setuid, setgid and sticky) of a file or folder.
+pub fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Whether `needle` occurs in `hay`.
+pub fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A 1 KiB note, numbered `i`.
+pub fn kib_note(i: usize) -> String {
+    let mut s = format!("note {i:06} ");
+    while s.len() < 1024 {
+        s.push_str("lorem ipsum ");
+    }
+    s.truncate(1024);
+    s
+}
+
+/// Secret-shaped strings (an OpenAI-style and a GitHub token) for redaction
+/// and never-echoed checks.
+pub const SK: &str = "sk-EXAMPLE0000EXAMPLE0000";
+pub const GHP: &str = "ghp_EXAMPLE0EXAMPLE0EXAMPLE0EXAMPLE00000";
+
+/// Asserts the command did not panic: no exit 101, nothing on stderr that a
+/// panic or a failed print writes.
+#[track_caller]
+pub fn assert_no_panic(r: &Run) {
+    assert_ne!(r.code, 101, "exit 101 (panic):\n{}", r.stderr);
+    for bad in ["panicked", "char boundary", "failed printing"] {
+        assert!(
+            !r.stderr.contains(bad),
+            "stderr shows {bad:?}:\n{}",
+            r.stderr
+        );
     }
 }
 

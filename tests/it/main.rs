@@ -9,6 +9,7 @@ mod chain;
 mod cli_errors;
 mod cli_session;
 mod common;
+mod contention;
 mod concurrency;
 mod contracts;
 mod contracts_errors;
