@@ -7,6 +7,7 @@ mod budgets;
 mod cases;
 mod chain;
 mod cli_errors;
+mod clock;
 mod cli_session;
 mod common;
 mod contention;
