@@ -1,8 +1,12 @@
 //! Library-level tests: the state machine against a model, idempotency, and
-//! the list cursor under concurrent change.
+//! the list cursor under concurrent change (CASES C12), walked through the
+//! library and through `session list`.
 
+use crate::common::{lib_create, listed, TestEnv};
 use logbook::*;
 use proptest::prelude::*;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 
 fn ledger() -> (tempfile::TempDir, Ledger) {
     let d = tempfile::tempdir().unwrap();
@@ -326,6 +330,111 @@ fn updated_order_walk_follows_its_documented_rule() {
         .cloned()
         .collect();
     assert_eq!(rest, expect);
+}
+
+fn list_page(env: &TestEnv, order: &str, cursor: Option<&str>) -> Value {
+    let mut a = vec![
+        "session", "list", "--status", "active", "--app", "a", "--limit", "10", "--order", order,
+    ];
+    if let Some(c) = cursor {
+        a.extend(["--cursor", c]);
+    }
+    env.json(&a).data()
+}
+
+/// Walks the remaining pages after `cursor`.
+fn walk_rest(env: &TestEnv, order: &str, mut cursor: String, seen: &mut Vec<String>) {
+    for _ in 0..100 {
+        let p = list_page(env, order, Some(&cursor));
+        seen.extend(listed(&p));
+        match p["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_owned(),
+            None => return,
+        }
+    }
+    panic!("the walk did not end");
+}
+
+/// C12: the default (created) order walks every session that existed when
+/// the walk began exactly once, whatever is inserted or updated meanwhile.
+#[test]
+fn c12_created_order_walk_survives_inserts_and_updates() {
+    let env = TestEnv::new();
+    let lg = env.ledger();
+    let originals: Vec<String> = (0..30)
+        .map(|i| lib_create(&lg, &format!("o{i}"), "a"))
+        .collect();
+    let newest_first: Vec<String> = originals.iter().rev().cloned().collect();
+    let p1 = list_page(&env, "created", None);
+    let mut seen = listed(&p1);
+    assert_eq!(seen, newest_first[..10].to_vec());
+    let cursor = p1["next_cursor"].as_str().expect("a cursor").to_owned();
+    assert!(
+        !originals.iter().any(|id| cursor.contains(&id[4..])),
+        "cursor leaks ids"
+    );
+
+    let new: HashSet<String> = (0..5).map(|i| env.create(&format!("new{i}"))).collect();
+    let touched = newest_first[20].clone(); // not on page 1
+    env.json(&["session", "checkpoint", &touched, "--step", "mid-walk"])
+        .data();
+    walk_rest(&env, "created", cursor, &mut seen);
+
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for id in &seen {
+        *counts.entry(id.as_str()).or_default() += 1;
+    }
+    assert!(
+        counts.values().all(|&c| c == 1),
+        "a session repeated: {seen:?}"
+    );
+    let old: Vec<String> = seen
+        .iter()
+        .filter(|id| !new.contains(*id))
+        .cloned()
+        .collect();
+    assert_eq!(
+        old, newest_first,
+        "each original exactly once, newest first"
+    );
+}
+
+/// C12 with `--order updated`: as documented, a session updated during the
+/// walk moves to the top and may be missed; every other session comes back
+/// exactly once and nothing repeats.
+#[test]
+fn c12_updated_order_walk_follows_its_documented_rule() {
+    let env = TestEnv::new();
+    let lg = env.ledger();
+    for i in 0..30 {
+        lib_create(&lg, &format!("o{i}"), "a");
+    }
+    let all = env
+        .json(&[
+            "session", "list", "--status", "active", "--app", "a", "--order", "updated", "--limit",
+            "1000",
+        ])
+        .data();
+    let order = listed(&all);
+    assert_eq!(order.len(), 30);
+    let p1 = list_page(&env, "updated", None);
+    let mut seen = listed(&p1);
+    assert_eq!(seen, order[..10].to_vec());
+    let cursor = p1["next_cursor"].as_str().unwrap().to_owned();
+    let (ahead, behind) = (order[20].clone(), order[3].clone());
+    for id in [&ahead, &behind] {
+        env.json(&["session", "checkpoint", id, "--step", "mid-walk"])
+            .data();
+    }
+    walk_rest(&env, "updated", cursor, &mut seen);
+    let count = |id: &str| seen.iter().filter(|s| *s == id).count();
+    for id in &order {
+        if *id == ahead {
+            assert!(count(id) <= 1, "{id} repeated");
+        } else {
+            assert_eq!(count(id), 1, "{id} (behind: {})", *id == behind);
+        }
+    }
 }
 
 /// Issue 13 §7: every change of a session's status leaves the event of that
