@@ -42,5 +42,6 @@ mod transfer;
 mod transfer_fidelity;
 mod tree;
 mod views;
+mod wal;
 mod walcount;
 mod write_path;
