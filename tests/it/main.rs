@@ -37,6 +37,7 @@ mod runs;
 mod schema;
 mod snapshots;
 mod stages;
+mod text;
 mod timeline;
 mod transfer;
 mod transfer_fidelity;
