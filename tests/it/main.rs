@@ -9,6 +9,7 @@ mod chain;
 mod cli_errors;
 mod clock;
 mod cli_session;
+mod cli_usage;
 mod common;
 mod contention;
 mod concurrency;
