@@ -1,17 +1,14 @@
 //! The database's own files (issue 13 §1, §3): no command writes its output
 //! over the database or a companion, whatever the path looks like, and
-//! `--db` is a file path, never a SQLite URI or `:memory:`.
+//! `--db` is a file path, never a SQLite URI or `:memory:`. The files and
+//! folders logbook creates are private, and a loose existing DB is
+//! tightened (CASES C24).
 
 use crate::common::*;
 use std::collections::BTreeMap;
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-fn companion(p: &Path, suffix: &str) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(suffix);
-    s.into()
-}
 
 /// Every file under `dir` (recursively) with its bytes; `-shm` files are
 /// listed without their bytes (readers write their read marks there).
@@ -384,5 +381,139 @@ fn export_to_a_stdout_that_is_the_database_is_refused() {
             .unwrap()
             .len(),
         2
+    );
+}
+
+/// `logbook ARGS…` under `umask 022`, with extra environment.
+fn run_umask(env: &TestEnv, extra: &[(&str, &Path)], args: &[&str]) -> Run {
+    let mut c = env.sh("umask 022; exec \"$@\"");
+    c.arg("sh").arg(bin()).args(args);
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.output().unwrap().into()
+}
+
+/// C24: under umask 022, folders logbook creates are 0700 and the DB, -wal
+/// and -shm are 0600; at an explicit path and at the default location.
+#[test]
+fn c24_files_and_created_folders_are_private() {
+    let env = TestEnv::new();
+    let sub = env.dir.path().join("sub");
+    let db = sub.join("dir/ledger.db");
+    let dbs = db.to_str().unwrap();
+    let d = run_umask(
+        &env,
+        &[],
+        &[
+            "--db", dbs, "session", "create", "--title", "t", "--app", "a", "--json",
+        ],
+    )
+    .data();
+    let id = id_of(&d);
+    run_umask(
+        &env,
+        &[],
+        &[
+            "--db",
+            dbs,
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s",
+            "--json",
+        ],
+    )
+    .data();
+    assert_eq!(mode_of(&sub), 0o700);
+    assert_eq!(mode_of(&sub.join("dir")), 0o700);
+    assert_eq!(mode_of(&db), 0o600);
+    let holder = open_ledger(&db);
+    run_umask(
+        &env,
+        &[],
+        &[
+            "--db",
+            dbs,
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s2",
+            "--json",
+        ],
+    )
+    .data();
+    for p in [db.clone(), companion(&db, "-wal"), companion(&db, "-shm")] {
+        assert_eq!(mode_of(&p), 0o600, "{}", p.display());
+    }
+    drop(holder);
+
+    // Default location: no --db, no LOGBOOK_DB, XDG_DATA_HOME set.
+    let xdg = env.dir.path().join("xdg");
+    let d = run_umask(
+        &env,
+        &[("XDG_DATA_HOME", xdg.as_path())],
+        &["session", "create", "--title", "t", "--app", "a", "--json"],
+    )
+    .data();
+    let db = xdg.join("logbook/logbook.db");
+    assert!(db.exists());
+    assert_eq!(mode_of(&xdg), 0o700);
+    assert_eq!(mode_of(&xdg.join("logbook")), 0o700);
+    assert_eq!(mode_of(&db), 0o600);
+    let holder = open_ledger(&db);
+    run_umask(
+        &env,
+        &[("XDG_DATA_HOME", xdg.as_path())],
+        &["session", "checkpoint", &id_of(&d), "--step", "s", "--json"],
+    )
+    .data();
+    for p in [db.clone(), companion(&db, "-wal"), companion(&db, "-shm")] {
+        assert_eq!(mode_of(&p), 0o600, "{}", p.display());
+    }
+    drop(holder);
+}
+
+/// C24: an existing DB left at 0644 is tightened to 0600; a folder logbook
+/// did not create keeps its mode.
+#[test]
+fn c24_an_existing_loose_db_is_tightened() {
+    let env = TestEnv::new();
+    let own = env.dir.path().join("mine");
+    fs::create_dir(&own).unwrap();
+    fs::set_permissions(&own, fs::Permissions::from_mode(0o750)).unwrap();
+    let db = own.join("ledger.db");
+    let dbs = db.to_str().unwrap();
+    let id = id_of(
+        &run_umask(
+            &env,
+            &[],
+            &["--db", dbs, "session", "create", "--title", "t", "--json"],
+        )
+        .data(),
+    );
+    fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
+    run_umask(
+        &env,
+        &[],
+        &[
+            "--db",
+            dbs,
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s",
+            "--json",
+        ],
+    )
+    .data();
+    assert_eq!(mode_of(&db), 0o600);
+    assert_eq!(
+        mode_of(&own),
+        0o750,
+        "a folder logbook did not create was changed"
     );
 }

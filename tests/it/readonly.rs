@@ -6,12 +6,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-fn companion(p: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(suffix);
-    s.into()
-}
-
 /// Runs logbook on `db` with `args` and `--json` as user `nobody` (65534),
 /// with an empty environment.
 fn as_nobody(db: &Path, args: &[&str]) -> Run {

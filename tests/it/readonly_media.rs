@@ -15,12 +15,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn companion(p: &Path, suffix: &str) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(suffix);
-    s.into()
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Media {
     /// Root: a read-only bind mount in the command's own mount namespace.
