@@ -2,10 +2,12 @@
 //! with the same key applies nothing, returns the value as it is now, and
 //! its envelope gains `"replayed":{"rev":R,"seq":S}` — the rev the first
 //! attempt left and the seq of the event it wrote. A first attempt has no
-//! `replayed` member.
+//! `replayed` member. A write whose reply is lost has landed once: its retry
+//! says so, by SESSION_CONFLICT or by its idempotency key (CASES C28).
 
 use crate::common::*;
 use serde_json::{json, Value};
+use std::fs;
 
 /// Runs `args` twice (first attempt, then the retry) and returns both
 /// envelopes.
@@ -191,4 +193,174 @@ fn a_key_recorded_before_schema_6_replays_with_a_null_rev() {
         "{}",
         human.stdout
     );
+}
+
+/// Runs `logbook ARGS…` so that its reply is lost: stdout closed (`>&-`),
+/// or a pipe whose reader has already left. Returns (exit code, stderr).
+fn lost_reply(env: &TestEnv, mode: &str, args: &[&str]) -> (Option<i32>, String) {
+    match mode {
+        "closed" => {
+            let mut c = env.sh("exec \"$@\" >&-");
+            let o = c.arg("sh").arg(bin()).args(args).output().unwrap();
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        }
+        _ => {
+            let rc = env.dir.path().join("rc");
+            let _ = fs::remove_file(&rc);
+            let mut c = env.sh("( sleep 1; \"$@\"; echo $? >\"$0\" ) | true");
+            let o = c.arg(&rc).arg(bin()).args(args).output().unwrap();
+            assert!(o.status.success());
+            let code = fs::read_to_string(&rc).unwrap().trim().parse().ok();
+            (code, String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    }
+}
+
+/// C28 (a): a write whose reply is lost commits once and exits cleanly;
+/// the retry's SESSION_CONFLICT shows that the write landed.
+#[test]
+fn c28_a_lost_reply_then_retry_shows_the_write_landed() {
+    let env = TestEnv::new();
+    let db = env.path().to_str().unwrap().to_owned();
+    for mode in ["closed", "gone"] {
+        let id = env.create("t");
+        let r = env
+            .json(&["session", "checkpoint", &id, "--step", "s0"])
+            .data()["rev"]
+            .as_i64()
+            .unwrap();
+        let rs = r.to_string();
+        let args = [
+            "--db",
+            &db,
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s1",
+            "--if-rev",
+            &rs,
+            "--json",
+        ];
+        let (code, stderr) = lost_reply(&env, mode, &args);
+        let run = Run {
+            code: code.unwrap_or(-1),
+            stdout: String::new(),
+            stderr,
+        };
+        assert_no_panic(&run);
+        assert_eq!(code, Some(0), "{mode}: {}", run.stderr);
+        assert_eq!(rev_and_events(&env, &id), (r + 1, r + 1, r), "{mode}");
+
+        let retry = env.json(&[
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s1",
+            "--if-rev",
+            &rs,
+        ]);
+        let e = assert_error(&retry, "SESSION_CONFLICT", 4);
+        assert_eq!(e["details"]["current_rev"], r + 1);
+        assert_eq!(e["details"]["expected_rev"], r);
+        assert_eq!(
+            e["details"]["latest_event"],
+            json!({"seq": r, "type": "checkpoint", "step": "s1"})
+        );
+        assert_eq!(rev_and_events(&env, &id), (r + 1, r + 1, r));
+    }
+}
+
+/// C28 (a) with an idempotency key: the retry returns the first result and
+/// applies nothing again; the same key with other arguments is refused.
+#[test]
+fn c28_a_lost_reply_retried_with_its_idempotency_key_applies_once() {
+    let env = TestEnv::new();
+    let db = env.path().to_str().unwrap().to_owned();
+    let id = env.create("t");
+    let args = [
+        "--db",
+        &db,
+        "session",
+        "checkpoint",
+        &id,
+        "--step",
+        "s1",
+        "--idempotency-key",
+        "k1",
+        "--json",
+    ];
+    let (code, _) = lost_reply(&env, "closed", &args);
+    assert_eq!(code, Some(0));
+    assert_eq!(rev_and_events(&env, &id), (2, 2, 1));
+    let d = env
+        .json(&[
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s1",
+            "--idempotency-key",
+            "k1",
+        ])
+        .data();
+    assert_eq!(
+        (d["rev"].as_i64(), d["checkpoint"]["seq"].as_i64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(rev_and_events(&env, &id), (2, 2, 1));
+    let r = env.json(&[
+        "session",
+        "checkpoint",
+        &id,
+        "--step",
+        "other",
+        "--idempotency-key",
+        "k1",
+    ]);
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "idempotency_key"
+    );
+    assert_eq!(rev_and_events(&env, &id), (2, 2, 1));
+}
+
+/// C28 (b): two creates with one idempotency key make one session.
+#[test]
+fn c28_create_twice_with_one_idempotency_key_makes_one_session() {
+    let env = TestEnv::new();
+    let args = [
+        "session",
+        "create",
+        "--title",
+        "t",
+        "--app",
+        "a",
+        "--idempotency-key",
+        "create-1",
+    ];
+    let first = env.json(&args).data();
+    let second = env.json(&args).data();
+    assert_eq!(first, second);
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
+    assert_eq!(env.scalar("SELECT count(*) FROM events"), 1);
+    let r = env.json(&[
+        "session",
+        "create",
+        "--title",
+        "other",
+        "--app",
+        "a",
+        "--idempotency-key",
+        "create-1",
+    ]);
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "idempotency_key"
+    );
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
 }
