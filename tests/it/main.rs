@@ -4,7 +4,6 @@
 
 mod admin;
 mod budgets;
-mod cases;
 mod chain;
 mod cli_errors;
 mod clock;
@@ -36,6 +35,8 @@ mod replays;
 mod resolve;
 mod runs;
 mod schema;
+mod schema_migrations;
+mod schema_plans;
 mod snapshots;
 mod stages;
 mod text;
