@@ -15,14 +15,6 @@ fn me() -> String {
     std::process::id().to_string()
 }
 
-fn db_bytes(env: &TestEnv) -> Vec<u8> {
-    let mut wal = env.path().as_os_str().to_owned();
-    wal.push("-wal");
-    let mut bytes = std::fs::read(env.path()).unwrap();
-    bytes.extend(std::fs::read(&wal).unwrap_or_default());
-    bytes
-}
-
 #[test]
 fn lock_prints_the_token_once_and_stores_only_its_hash() {
     let env = TestEnv::new();
@@ -62,7 +54,7 @@ fn lock_prints_the_token_once_and_stores_only_its_hash() {
         .query_row("SELECT token_sha256 FROM session_leases", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
-    assert!(!db_bytes(&env)
+    assert!(!env.db_bytes()
         .windows(20)
         .any(|w| w == &token.as_bytes()[6..26]));
     let v = env.json(&["session", "show", &s]).data();

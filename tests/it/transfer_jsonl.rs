@@ -1,0 +1,292 @@
+//! Importing logbook's own JSON Lines when the input is wrong: secret event
+//! types and unknown nested keys are refused, a malformed line rejects its
+//! session and no other, and imported times and usage must be consistent
+//! and in range. Nothing of a rejected session is stored, and no rejected
+//! secret reaches the database.
+
+use crate::common::*;
+use crate::transfer::{
+    amber_id, amber_session, assert_counts, export_jsonl, good_line, import_rejecting,
+    rows_anywhere, table_counts, with_id, SECRET,
+};
+use serde_json::{json, Value};
+
+/// Found by adversarial testing: imports stored secret-looking event types
+/// as given (the verb refuses them), dropped unknown keys inside `actor`,
+/// `usage` and `refs[i]` silently, named an unknown key shaped like a
+/// token, and stored a JSON object's text whose repeated key held a secret. Each line is now rejected on its own, and nothing secret is
+/// stored or echoed.
+#[test]
+fn imports_refuse_secret_event_types_and_unknown_nested_keys() {
+    let env = TestEnv::new();
+    let g = good_line();
+    let token_key = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut lines = Vec::new();
+    let mut v = with_id(g.clone(), 1);
+    v["events"][1]["type"] = json!("x.sk-abcdefghijklmnopqrstuvwxyz");
+    lines.push(v);
+    for (n, key) in [(2, "actor"), (3, "usage")] {
+        let mut v = with_id(g.clone(), n);
+        v[key]["zz"] = json!(1);
+        lines.push(v);
+    }
+    let mut v = with_id(g.clone(), 4);
+    v["refs"] = json!([{"kind": "plan", "id": "p1", "linked_seq": 1, "zz": 1}]);
+    lines.push(v);
+    let mut v = with_id(g.clone(), 5);
+    v["usage"][token_key] = json!(1);
+    lines.push(v);
+    lines.push(with_id(g.clone(), 6));
+    let file = env.dir.path().join("in.jsonl");
+    let mut text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    // A repeated key: the parsed value keeps the last, so the first (a
+    // secret) must not survive in the stored text.
+    let dup = with_id(g.clone(), 7).to_string().replacen(
+        r#""context":{}"#,
+        r#""context":{"a":"sk-abcdefghijklmnopqrstuvwxyz","a":1}"#,
+        1,
+    );
+    assert!(dup.contains("sk-abc"));
+    text.push(dup);
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let (run, d) = import_rejecting(&env, "jsonl", &file);
+    assert_counts(&d, 1, 0, 6);
+    let got: Vec<(String, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["field"].as_str().unwrap().to_owned(),
+                r["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let newer = "is not a field of this format (from a newer logbook?)".to_owned();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "events[1].type".to_owned(),
+                "looks like it holds a secret; event types are stored as given".to_owned()
+            ),
+            ("actor.zz".to_owned(), newer.clone()),
+            ("usage.zz".to_owned(), newer.clone()),
+            ("refs[0].zz".to_owned(), newer),
+            (
+                "usage".to_owned(),
+                "holds a key this format does not know (from a newer logbook?); the key is not repeated"
+                    .to_owned()
+            ),
+            (
+                "context".to_owned(),
+                "has the same key twice in one object".to_owned()
+            ),
+        ]
+    );
+    assert!(!run.stdout.contains("abcdefghijklm") && !run.stderr.contains("abcdefghijklm"));
+    for n in [1, 2, 3, 4, 5, 7] {
+        assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "line {n}");
+    }
+
+    // Amber: a timeline type that maps to a secret-looking `x.amber.` type.
+    let root = env.dir.path().join("proj");
+    let uuid = "00000000-0000-4000-8000-000000000009";
+    amber_session(
+        &root,
+        uuid,
+        "executing",
+        "g",
+        &[
+            json!({"type": "session_created", "timestamp": "2026-06-21T10:00:00Z"}),
+            json!({"type": "ghp_abcdefghijklmnopqrstuvwxyz0123", "timestamp": "2026-06-21T10:01:00Z"}),
+        ],
+    );
+    let (_, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 0, 0, 1);
+    assert_eq!(d["rejections"][0]["field"], "type");
+    assert_eq!(d["rejections"][0]["line"], 2);
+    assert_eq!(rows_anywhere(&env, &amber_id(uuid)), 0);
+    assert!(!contains_bytes(&env.db_bytes(), b"abcdefghijklm"));
+}
+
+#[test]
+fn malformed_jsonl_is_rejected_session_by_session() {
+    let env = TestEnv::new();
+    let g = good_line();
+    let mut lines: Vec<String> = Vec::new();
+    // 1: good.
+    lines.push(with_id(g.clone(), 1).to_string());
+    // 2: truncated.
+    let t = with_id(g.clone(), 2).to_string();
+    lines.push(t[..t.len() / 2].to_owned());
+    // 3: unknown event type.
+    let mut v = with_id(g.clone(), 3);
+    v["events"][1]["type"] = json!("teleported");
+    lines.push(v.to_string());
+    // 4: missing field.
+    let mut v = with_id(g.clone(), 4);
+    v.as_object_mut().unwrap().remove("title");
+    lines.push(v.to_string());
+    // 5: wrong type, holding a secret that must not be echoed.
+    let mut v = with_id(g.clone(), 5);
+    v["rev"] = json!(SECRET);
+    lines.push(v.to_string());
+    // 6: the id of line 1 again.
+    lines.push(with_id(g.clone(), 1).to_string());
+    // 7: a line over the 16 MiB cap.
+    let mut v = with_id(g.clone(), 7);
+    v["goal"] = json!("g".repeat(17 * 1024 * 1024));
+    lines.push(v.to_string());
+    // 8: time steps back.
+    let mut v = with_id(g.clone(), 8);
+    let t0 = v["events"][0]["at_ms"].as_i64().unwrap();
+    v["events"][1]["at_ms"] = json!(t0 - 1);
+    lines.push(v.to_string());
+    // 9: a status that is not logbook's.
+    let mut v = with_id(g.clone(), 9);
+    v["status"] = json!("running");
+    lines.push(v.to_string());
+    // 10: good, with a secret in its goal (redacted on the way in).
+    let mut v = with_id(g.clone(), 10);
+    v["goal"] = json!(format!("deploy with {SECRET} now"));
+    lines.push(v.to_string());
+    // 11: a title over its cap.
+    let mut v = with_id(g.clone(), 11);
+    v["title"] = json!("t".repeat(201));
+    lines.push(v.to_string());
+    let file = env.dir.path().join("bad.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let (run, d) = import_rejecting(&env, "jsonl", &file);
+    assert_counts(&d, 2, 0, 9);
+    assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET));
+    assert!(!run
+        .stdout
+        .contains("ggggggggggggggggggggggggggggggggggggggggg"));
+    let got: Vec<(u64, String)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["file"], file.to_str().unwrap());
+            (
+                r["line"].as_u64().unwrap(),
+                r["field"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, &str)> = vec![
+        (2, "line"),
+        (3, "events[1].type"),
+        (4, "title"),
+        (5, "rev"),
+        (6, "session_id"),
+        (7, "line"),
+        (8, "events[1].at_ms"),
+        (9, "status"),
+        (11, "title"),
+    ];
+    let got_ref: Vec<(u64, &str)> = got.iter().map(|(l, f)| (*l, f.as_str())).collect();
+    assert_eq!(got_ref, want);
+    assert_eq!(
+        d["rejections"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next(),
+        Some("is truncated")
+    );
+    assert_eq!(
+        d["rejections"][5]["reason"],
+        "is longer than the limit of 16777216 bytes"
+    );
+    assert_eq!(
+        d["rejections"][8]["reason"],
+        "is 201 characters; the limit is 200"
+    );
+
+    for n in [3, 4, 5, 7, 8, 9, 11] {
+        assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "{n}");
+    }
+    assert_eq!(rev_and_events(&env, &format!("ses_{:016x}", 1)), (2, 2, 1));
+    assert_eq!(table_counts(&env)[0], 2);
+    assert_eq!(env.json(&["verify"]).code, 0);
+    let s = env
+        .json(&["session", "show", &format!("ses_{:016x}", 10)])
+        .data();
+    assert_eq!(s["session"]["goal"], "deploy with [REDACTED] now");
+    drop(env.sql());
+    assert!(!contains_bytes(&env.db_bytes(), SECRET.as_bytes()));
+
+    // Human output: counts on stdout, the list on stderr, exit 2.
+    let r = env.run(&["import", "--format", "jsonl", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stdout.starts_with("imported 0, skipped 3, rejected 8"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .starts_with("error[INVALID_ARGUMENT]: 8 session(s) rejected"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(":8 ses_0000000000000008: `events[1].at_ms` is earlier"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Found by adversarial testing: session times that contradict the events
+/// (which would let the next live event go back in time), times outside
+/// 0..=2^53−1, and session usage over 2^53−1 are refused, naming the field.
+#[test]
+fn imported_times_and_usage_must_be_consistent_and_in_range() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    env.json(&["session", "checkpoint", &s, "--step", "one"]);
+    let line: Value = serde_json::from_str(export_jsonl(&env).trim()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "updated_at_ms",
+            Box::new(|v: &mut Value| v["updated_at_ms"] = json!(1)),
+        ),
+        (
+            "events[1].at_ms",
+            Box::new(|v: &mut Value| v["events"][1]["at_ms"] = json!(9_007_199_254_740_992i64)),
+        ),
+        (
+            "events[0].at_ms",
+            Box::new(|v: &mut Value| v["events"][0]["at_ms"] = json!(-5)),
+        ),
+        (
+            "created_at_ms",
+            Box::new(|v: &mut Value| v["created_at_ms"] = json!(4_102_444_800_000i64)),
+        ),
+        (
+            "usage.input_tokens",
+            Box::new(|v: &mut Value| v["usage"]["input_tokens"] = json!(9_007_199_254_740_992i64)),
+        ),
+    ];
+    for (field, edit) in cases {
+        let mut v = line.clone();
+        edit(&mut v);
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(&file, format!("{v}\n")).unwrap();
+        let target = TestEnv::new();
+        let (_, report) = import_rejecting(&target, "jsonl", &file);
+        assert_counts(&report, 0, 0, 1);
+        let rej = &report["rejections"][0];
+        assert!(
+            rej["field"].as_str().unwrap().ends_with(field),
+            "{field}: {rej}"
+        );
+        assert_eq!(rows_anywhere(&target, &s), 0);
+    }
+}
