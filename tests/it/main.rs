@@ -37,6 +37,8 @@ mod replaced;
 mod replays;
 mod resolve;
 mod runs;
+mod runs_ending;
+mod runs_store;
 mod schema;
 mod schema_migrations;
 mod schema_plans;
