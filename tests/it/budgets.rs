@@ -234,8 +234,7 @@ fn concurrent_writers_cross_a_budget_exactly_once() {
         .unwrap();
     let cmds = (0..8)
         .map(|_| {
-            let mut c = env.command();
-            c.arg("--db").arg(env.path()).args([
+            env.cli(&[
                 "--busy-timeout-ms",
                 "30000",
                 "session",
@@ -243,9 +242,7 @@ fn concurrent_writers_cross_a_budget_exactly_once() {
                 &s,
                 "--input-tokens",
                 "100",
-                "--json",
-            ]);
-            c
+            ])
         })
         .collect();
     let outs = race(env.dir.path(), cmds);

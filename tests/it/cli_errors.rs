@@ -9,7 +9,13 @@ use std::fs;
 /// Runs `args` (with --json), expects `code`/`exit`, and checks that `id`
 /// shows the same bytes before and after.
 #[track_caller]
-pub(crate) fn refused(env: &TestEnv, id: &str, args: &[&str], code: &str, exit: i32) -> serde_json::Value {
+pub(crate) fn refused(
+    env: &TestEnv,
+    id: &str,
+    args: &[&str],
+    code: &str,
+    exit: i32,
+) -> serde_json::Value {
     let before = env.show(id);
     let count = session_count(env);
     let err = assert_error(&env.json(args), code, exit);
@@ -23,9 +29,7 @@ pub(crate) fn refused(env: &TestEnv, id: &str, args: &[&str], code: &str, exit: 
 }
 
 fn session_count(env: &TestEnv) -> i64 {
-    env.sql()
-        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
-        .unwrap()
+    env.scalar("SELECT count(*) FROM sessions")
 }
 
 #[test]
@@ -107,8 +111,7 @@ fn not_found_exit_3() {
 fn conflict_exit_4_with_current_rev() {
     let env = TestEnv::new();
     let id = env.create("t");
-    env.json(&["session", "checkpoint", &id, "--step", "one"])
-        .data();
+    env.checkpoint(&id, "one");
     let err = refused(
         &env,
         &id,
@@ -216,17 +219,8 @@ fn store_busy_exit_4_when_the_lock_is_held() {
     assert_eq!(rev_and_events(&env, &id).0, 1);
     // The same through the environment variable.
     c.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let mut cmd = env.command();
-    cmd.env("LOGBOOK_BUSY_TIMEOUT_MS", "200").args([
-        "--db",
-        env.path().to_str().unwrap(),
-        "session",
-        "checkpoint",
-        &id,
-        "--step",
-        "s",
-        "--json",
-    ]);
+    let mut cmd = env.cli(&["session", "checkpoint", &id, "--step", "s"]);
+    cmd.env("LOGBOOK_BUSY_TIMEOUT_MS", "200");
     assert_error(&Run::from(cmd.output().unwrap()), "STORE_BUSY", 4);
     c.execute_batch("ROLLBACK").unwrap();
 }

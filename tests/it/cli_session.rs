@@ -353,20 +353,9 @@ fn json_flags_read_files_and_stdin() {
         .json(&["session", "create", "--title", "t", "--context", &arg])
         .data();
     assert_eq!(d["context"], serde_json::json!({"from":"file"}));
-    let mut c = env.command();
-    c.args([
-        "--db",
-        env.path().to_str().unwrap(),
-        "session",
-        "create",
-        "--title",
-        "t",
-        "--metadata",
-        "@-",
-        "--json",
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped());
+    let mut c = env.cli(&["session", "create", "--title", "t", "--metadata", "@-"]);
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
     use std::io::Write;
     child

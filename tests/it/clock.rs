@@ -281,8 +281,7 @@ fn c08_equal_timestamps_keep_a_deterministic_order() {
         .map(|i| lib_create(&lg, &format!("l{i}"), "a"))
         .collect();
     assert_eq!(
-        env.scalar("SELECT count(DISTINCT created_at_ms) FROM sessions WHERE app = 'a'"
-        ),
+        env.scalar("SELECT count(DISTINCT created_at_ms) FROM sessions WHERE app = 'a'"),
         1
     );
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();

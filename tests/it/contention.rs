@@ -197,9 +197,7 @@ fn c01_contention_past_the_busy_timeout_is_store_busy() {
         lock.execute_batch("ROLLBACK").unwrap();
     });
     let t = Instant::now();
-    let d = env
-        .json(&["session", "checkpoint", &id, "--step", "after"])
-        .data();
+    let d = env.checkpoint(&id, "after");
     assert!(
         t.elapsed() >= Duration::from_millis(700),
         "{:?}",
@@ -317,19 +315,17 @@ fn c05_parallel_checkpoints_lose_no_update() {
     let cmds = (1..=30)
         .map(|i| {
             let (step, note) = (format!("s{i}"), format!("n{i}"));
-            env.cli(
-                &[
-                    "--busy-timeout-ms",
-                    "30000",
-                    "session",
-                    "checkpoint",
-                    &id,
-                    "--step",
-                    &step,
-                    "--note",
-                    &note,
-                ],
-            )
+            env.cli(&[
+                "--busy-timeout-ms",
+                "30000",
+                "session",
+                "checkpoint",
+                &id,
+                "--step",
+                &step,
+                "--note",
+                &note,
+            ])
         })
         .collect();
     let runs = race(env.dir.path(), cmds);
@@ -369,29 +365,23 @@ fn c05_parallel_checkpoints_lose_no_update() {
 fn c05_parallel_if_rev_checkpoints_have_exactly_one_winner() {
     let env = TestEnv::new();
     let id = env.create("t");
-    let r = env
-        .json(&["session", "checkpoint", &id, "--step", "s0"])
-        .data()["rev"]
-        .as_i64()
-        .unwrap();
+    let r = env.checkpoint(&id, "s0")["rev"].as_i64().unwrap();
     assert_eq!(r, 2);
     let rs = r.to_string();
     let cmds = (1..=30)
         .map(|i| {
             let step = format!("s{i}");
-            env.cli(
-                &[
-                    "--busy-timeout-ms",
-                    "30000",
-                    "session",
-                    "checkpoint",
-                    &id,
-                    "--step",
-                    &step,
-                    "--if-rev",
-                    &rs,
-                ],
-            )
+            env.cli(&[
+                "--busy-timeout-ms",
+                "30000",
+                "session",
+                "checkpoint",
+                &id,
+                "--step",
+                &step,
+                "--if-rev",
+                &rs,
+            ])
         })
         .collect();
     let runs = race(env.dir.path(), cmds);

@@ -104,9 +104,7 @@ fn library_writer_killed_mid_write_loses_no_acknowledged_event() {
     );
     // A normal write still works, with no manual cleanup.
     let before = rev_and_events(&env, &id).0;
-    let s = env
-        .json(&["session", "checkpoint", &id, "--step", "after"])
-        .data();
+    let s = env.checkpoint(&id, "after");
     assert_eq!(s["rev"], before + 1);
 }
 

@@ -136,12 +136,7 @@ fn every_json_flag_refuses_a_number_it_would_change_and_writes_nothing() {
         assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
         "context"
     );
-    assert_eq!(
-        env.sql()
-            .query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))
-            .unwrap(),
-        1
-    );
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
 }
 
 /// i64's ends are kept exactly: in `show`, and to SQLite's own JSON

@@ -54,7 +54,8 @@ fn lock_prints_the_token_once_and_stores_only_its_hash() {
         .query_row("SELECT token_sha256 FROM session_leases", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
-    assert!(!env.db_bytes()
+    assert!(!env
+        .db_bytes()
         .windows(20)
         .any(|w| w == &token.as_bytes()[6..26]));
     let v = env.json(&["session", "show", &s]).data();
@@ -189,8 +190,7 @@ fn a_live_lease_blocks_writers_without_its_token() {
         "LEASE_NOT_FOUND",
         3,
     );
-    env.json(&["session", "checkpoint", &s, "--step", "free"])
-        .data();
+    env.checkpoint(&s, "free");
     assert_eq!(
         env.json(&["session", "show", &s]).data()["lease"],
         Value::Null
@@ -308,8 +308,7 @@ fn a_lease_expires_after_its_ttl() {
         "LEASE_NOT_FOUND",
         3,
     );
-    env.json(&["session", "checkpoint", &s, "--step", "free"])
-        .data();
+    env.checkpoint(&s, "free");
     let t = lock(&env, &s, &["--owner-pid", &me()]);
     assert_eq!(t["taken_over_from"]["reason"], "expired");
     assert_error(

@@ -376,8 +376,7 @@ fn c12_created_order_walk_survives_inserts_and_updates() {
 
     let new: HashSet<String> = (0..5).map(|i| env.create(&format!("new{i}"))).collect();
     let touched = newest_first[20].clone(); // not on page 1
-    env.json(&["session", "checkpoint", &touched, "--step", "mid-walk"])
-        .data();
+    env.checkpoint(&touched, "mid-walk");
     walk_rest(&env, "created", cursor, &mut seen);
 
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -423,8 +422,7 @@ fn c12_updated_order_walk_follows_its_documented_rule() {
     let cursor = p1["next_cursor"].as_str().unwrap().to_owned();
     let (ahead, behind) = (order[20].clone(), order[3].clone());
     for id in [&ahead, &behind] {
-        env.json(&["session", "checkpoint", id, "--step", "mid-walk"])
-            .data();
+        env.checkpoint(id, "mid-walk");
     }
     walk_rest(&env, "updated", cursor, &mut seen);
     let count = |id: &str| seen.iter().filter(|s| *s == id).count();

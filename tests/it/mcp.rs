@@ -157,7 +157,11 @@ pub(crate) fn counts(env: &TestEnv) -> (i64, i64, i64) {
 
 /// A raw stdio session: sends `lines` (after the handshake), closes stdin,
 /// and returns (stdout lines, stderr, exit code).
-pub(crate) fn raw_session(env: &TestEnv, db: &std::path::Path, lines: &[Value]) -> (Vec<Value>, String, i32) {
+pub(crate) fn raw_session(
+    env: &TestEnv,
+    db: &std::path::Path,
+    lines: &[Value],
+) -> (Vec<Value>, String, i32) {
     let mut child = server_command(env, db, &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -41,7 +41,7 @@ fn clear_companions(db: &Path) {
 fn a_long_lived_ledger_refuses_every_call_once_its_file_is_replaced() {
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("t.db");
-    let l = Ledger::open(LedgerOptions::at(&db)).unwrap();
+    let l = open_ledger(&db);
     let s = l.create_session(CreateSession::titled("kept")).unwrap();
     let id = s.session_id.to_string();
     let backup = d.path().join("b.db");
@@ -71,7 +71,7 @@ fn a_long_lived_ledger_refuses_every_call_once_its_file_is_replaced() {
     }
     drop(l);
     clear_companions(&db);
-    let fresh = Ledger::open(LedgerOptions::at(&db)).unwrap();
+    let fresh = open_ledger(&db);
     let v = fresh.show_session(&id).unwrap();
     assert_eq!(
         (v.session.rev, v.events.len()),
@@ -93,7 +93,7 @@ fn a_long_lived_ledger_refuses_every_call_once_its_file_is_replaced() {
 fn a_long_lived_ledger_refuses_every_call_once_its_file_is_removed() {
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("t.db");
-    let l = Ledger::open(LedgerOptions::at(&db)).unwrap();
+    let l = open_ledger(&db);
     let s = l.create_session(CreateSession::titled("x")).unwrap();
     std::fs::remove_file(&db).unwrap();
     let e = checkpoint(&l, &s.session_id.to_string(), "gone").unwrap_err();
@@ -104,7 +104,7 @@ fn a_long_lived_ledger_refuses_every_call_once_its_file_is_removed() {
     // A read-only handle checks too.
     let d2 = tempfile::tempdir().unwrap();
     let db2 = d2.path().join("t.db");
-    drop(Ledger::open(LedgerOptions::at(&db2)).unwrap());
+    drop(open_ledger(&db2));
     let ro = Ledger::open_read_only(LedgerOptions::at(&db2)).unwrap();
     std::fs::copy(&db2, d2.path().join("copy.db")).unwrap();
     std::fs::rename(d2.path().join("copy.db"), &db2).unwrap();

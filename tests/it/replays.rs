@@ -51,8 +51,7 @@ fn a_replayed_checkpoint_reports_the_first_attempts_rev_and_seq() {
     );
     // Another write in between: the replay still names the first attempt,
     // while `data` is the session as it is now.
-    env.json(&["session", "checkpoint", &s, "--step", "later"])
-        .data();
+    env.checkpoint(&s, "later");
     let later = env.json(&args).json();
     assert_eq!(later["replayed"], json!({"rev": 2, "seq": 1}));
     assert_eq!(later["data"]["rev"], 3);
@@ -227,11 +226,7 @@ fn c28_a_lost_reply_then_retry_shows_the_write_landed() {
     let db = env.path().to_str().unwrap().to_owned();
     for mode in ["closed", "gone"] {
         let id = env.create("t");
-        let r = env
-            .json(&["session", "checkpoint", &id, "--step", "s0"])
-            .data()["rev"]
-            .as_i64()
-            .unwrap();
+        let r = env.checkpoint(&id, "s0")["rev"].as_i64().unwrap();
         let rs = r.to_string();
         let args = [
             "--db",

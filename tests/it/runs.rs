@@ -33,7 +33,14 @@ fn events(env: &TestEnv, s: &str) -> Vec<Value> {
 /// A refused command: its code and exit, and neither the session nor the run
 /// changed by a byte.
 #[track_caller]
-pub(crate) fn refused(env: &TestEnv, s: &str, r: Option<&str>, args: &[&str], code: &str, exit: i32) -> Value {
+pub(crate) fn refused(
+    env: &TestEnv,
+    s: &str,
+    r: Option<&str>,
+    args: &[&str],
+    code: &str,
+    exit: i32,
+) -> Value {
     let (s0, r0) = (env.show(s), r.map(|r| show_run(env, r)));
     let err = assert_error(&env.json(args), code, exit);
     assert_eq!(env.show(s), s0, "{args:?} changed the session");
@@ -579,4 +586,3 @@ fn idempotent_run_usage_is_applied_once() {
         7
     );
 }
-

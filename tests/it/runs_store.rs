@@ -9,9 +9,9 @@ use serde_json::json;
 
 #[test]
 fn library_round_trips_runs_through_json_maps() {
-    use logbook::{CreateRun, Ledger, LedgerOptions, Mutation, Run, RunStatus, RunUsageDelta};
+    use logbook::{CreateRun, Mutation, Run, RunStatus, RunUsageDelta};
     let env = TestEnv::new();
-    let l = Ledger::open(LedgerOptions::at(env.path())).unwrap();
+    let l = env.ledger();
     let s = l
         .create_session(logbook::CreateSession::titled("lib"))
         .unwrap();

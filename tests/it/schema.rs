@@ -18,8 +18,7 @@ fn abort_msg(c: &Connection, sql: &str) -> String {
 fn setup() -> (TestEnv, String, String) {
     let env = TestEnv::new();
     let live = env.create("live");
-    env.json(&["session", "checkpoint", &live, "--step", "s1"])
-        .data();
+    env.checkpoint(&live, "s1");
     let done = env.create("done");
     env.json(&["session", "complete", &done, "--result", "r"])
         .data();
@@ -497,4 +496,3 @@ fn conditional_updates_are_never_reprepared() {
         }
     }
 }
-

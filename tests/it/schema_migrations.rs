@@ -114,7 +114,7 @@ fn fresh_db_migrates_with_one_history_row_and_header() {
 #[test]
 fn connection_pragmas() {
     let env = TestEnv::new();
-    let l = Ledger::open(LedgerOptions::at(env.path())).unwrap();
+    let l = env.ledger();
     assert_eq!(l.pragma("journal_mode").unwrap(), "wal");
     assert_eq!(l.pragma("synchronous").unwrap(), "2");
     assert_eq!(l.pragma("foreign_keys").unwrap(), "1");

@@ -3,14 +3,14 @@
 //! temp B-tree, so its cost does not grow with the database.
 
 use crate::common::*;
-use logbook::{Ledger, LedgerOptions, ListSessions, SessionStatus};
+use logbook::{ListSessions, SessionStatus};
 
 /// Every list filter, in both orders, walks an index with no temp B-tree.
 #[test]
 fn every_list_filter_uses_an_index_and_no_sort() {
     let env = TestEnv::new();
     let parent = env.create("p");
-    let l = Ledger::open(LedgerOptions::at(env.path())).unwrap();
+    let l = env.ledger();
     let cursor = {
         // A real cursor of each order, so the keyset condition is planned too.
         for i in 0..3 {

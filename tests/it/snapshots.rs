@@ -93,10 +93,7 @@ fn state_caps_and_shape_are_checked_and_nothing_is_stored_on_refusal() {
         data(&env, &["session", "checkpoints", &s])["checkpoints"][0]["size_bytes"],
         cap
     );
-    let n: i64 = env
-        .sql()
-        .query_row("SELECT count(*) FROM session_snapshots", [], |r| r.get(0))
-        .unwrap();
+    let n: i64 = env.scalar("SELECT count(*) FROM session_snapshots");
     assert_eq!(n, 1);
 }
 
@@ -398,10 +395,7 @@ fn fork_refusals_and_an_idempotent_retry() {
         2,
     );
     assert_eq!(env.show(&s), before);
-    let n: i64 = env
-        .sql()
-        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
+    let n: i64 = env.scalar("SELECT count(*) FROM sessions");
     assert_eq!(n, 1);
     data(
         &env,
@@ -411,10 +405,7 @@ fn fork_refusals_and_an_idempotent_retry() {
     let first = data(&env, &a);
     let again = data(&env, &a);
     assert_eq!(first["session_id"], again["session_id"]);
-    let n: i64 = env
-        .sql()
-        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
+    let n: i64 = env.scalar("SELECT count(*) FROM sessions");
     assert_eq!(n, 2);
 }
 

@@ -154,9 +154,7 @@ fn c15_over_cap_input_is_refused_whole() {
     env.show(&id);
     let ev = env.json(&["session", "events", &id]).data();
     assert_eq!(ev["events"].as_array().unwrap().len(), 2);
-    let d = env
-        .json(&["session", "checkpoint", &id, "--step", "ok"])
-        .data();
+    let d = env.checkpoint(&id, "ok");
     assert_eq!(d["rev"], 3);
     assert_eq!(assert_rev_matches_events(&env, &id), 3);
 }

@@ -423,4 +423,3 @@ fn concurrent_imports_of_one_file_skip_each_others_sessions() {
     assert_eq!(export_jsonl(&env), export_jsonl(&src));
     assert_eq!(env.json(&["verify"]).code, 0);
 }
-

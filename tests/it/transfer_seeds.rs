@@ -7,8 +7,8 @@
 
 use crate::common::*;
 use crate::transfer::{
-    amber_id, amber_session, amber_sessions, assert_counts, ev, import_ok, import_rejecting,
-    mode, rows_anywhere, table_counts, AMBER, AMBER_UUID, PHELIX, SECRET,
+    amber_id, amber_session, amber_sessions, assert_counts, ev, import_ok, import_rejecting, mode,
+    rows_anywhere, table_counts, AMBER, AMBER_UUID, PHELIX, SECRET,
 };
 use serde_json::{json, Value};
 use std::path::Path;
