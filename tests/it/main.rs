@@ -1,6 +1,12 @@
 //! Integration tests: one binary, organised by topic (ripgrep / jj style).
 //! They run the real `logbook` binary on temporary databases, and open the
 //! same files with plain SQLite to check what is stored.
+//!
+//! A test of a failure case of CASES.md carries its id first in its name
+//! (`c05_parallel_checkpoints_lose_no_update`) and lives in the module of
+//! its topic: `cargo test --test it c05_` runs a case wherever it is.
+//! Helpers every module may use (`TestEnv` and its verbs) are in
+//! `common.rs`.
 
 mod admin;
 mod budgets;
