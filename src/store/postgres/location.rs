@@ -1,0 +1,518 @@
+//! A PostgreSQL location: the `postgres://` URL of SPEC §7, parsed into the
+//! driver's connection config, the TLS policy and a display form that never
+//! holds the password.
+//!
+//! The URL is libpq's URI form. rust-postgres parses most of it (host, port,
+//! user, password, dbname, `host=` for a Unix socket, `application_name`,
+//! `options`, `connect_timeout`, keepalives, `target_session_attrs`, …);
+//! logbook takes out what it handles itself — libpq's `sslmode` values
+//! `verify-ca` and `verify-full` (the driver knows only disable, prefer and
+//! require), `sslrootcert` and `passfile` — and fills in libpq's defaults
+//! that the driver leaves empty: `PGHOST`, `PGPORT`, `PGUSER`,
+//! `PGDATABASE`, then the password from `PGPASSWORD` or the password file
+//! (`passfile`, `PGPASSFILE`, `~/.pgpass`; ignored unless only its owner can
+//! read it, as libpq does).
+
+use crate::error::{Error, Result};
+use postgres::config::{Config, Host, SslMode};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Whether a `--db` / `$LOGBOOK_DB` / `LedgerOptions` location names a
+/// PostgreSQL server (`postgres://` or `postgresql://`, scheme in any case)
+/// rather than a SQLite file (SPEC §7).
+pub fn is_url(location: &str) -> bool {
+    let lower = |p: &str| {
+        location
+            .get(..p.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(p))
+    };
+    lower("postgres://") || lower("postgresql://")
+}
+
+/// How the connection is protected, from the URL's `sslmode`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tls {
+    /// `disable`: plain TCP.
+    Disable,
+    /// `prefer` (the default) and `allow`: TLS when the server offers it,
+    /// its certificate not checked (libpq's meaning); plain otherwise.
+    Prefer,
+    /// `require`: TLS or nothing; the certificate is not checked unless a
+    /// root certificate is given (then as `verify-ca`, as libpq does).
+    Require,
+    /// `verify-ca`: TLS, the certificate chain checked against the roots.
+    VerifyCa,
+    /// `verify-full`: as `verify-ca`, and the certificate names the host.
+    VerifyFull,
+}
+
+/// A parsed PostgreSQL location.
+#[derive(Clone)]
+pub struct PgLocation {
+    /// The driver's config, defaults and password filled in.
+    pub config: Config,
+    /// The TLS policy.
+    pub tls: Tls,
+    /// `sslrootcert`: a PEM file of trusted roots, or `system` for the
+    /// bundled Mozilla roots; `None`: `~/.postgresql/root.crt` when it
+    /// exists, else the Mozilla roots.
+    pub root_cert: Option<String>,
+    /// `postgres://user@host:port/dbname`: what messages and `Debug` show
+    /// (never the password, never the query items).
+    pub display: String,
+}
+
+impl std::fmt::Debug for PgLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgLocation")
+            .field("display", &self.display)
+            .field("tls", &self.tls)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The environment a location is completed from (libpq's `PG*` variables,
+/// the home folder and the OS user): passed in so tests need not change the
+/// process environment.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `PGHOST`.
+    pub host: Option<String>,
+    /// `PGPORT`.
+    pub port: Option<String>,
+    /// `PGUSER`.
+    pub user: Option<String>,
+    /// `PGDATABASE`.
+    pub database: Option<String>,
+    /// `PGPASSWORD`.
+    pub password: Option<String>,
+    /// `PGPASSFILE`.
+    pub passfile: Option<PathBuf>,
+    /// `PGSSLMODE`.
+    pub sslmode: Option<String>,
+    /// `PGSSLROOTCERT`.
+    pub sslrootcert: Option<String>,
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
+    /// The OS user name (libpq's default user).
+    pub os_user: Option<String>,
+}
+
+impl Env {
+    /// The process environment.
+    pub fn current() -> Env {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Env {
+            host: var("PGHOST"),
+            port: var("PGPORT"),
+            user: var("PGUSER"),
+            database: var("PGDATABASE"),
+            password: var("PGPASSWORD"),
+            passfile: var("PGPASSFILE").map(PathBuf::from),
+            sslmode: var("PGSSLMODE"),
+            sslrootcert: var("PGSSLROOTCERT"),
+            home: var("HOME").map(PathBuf::from),
+            os_user: var("USER").or_else(|| var("LOGNAME")),
+        }
+    }
+}
+
+fn bad(why: impl Into<String>) -> Error {
+    Error::invalid(
+        "db",
+        format!("is not a usable PostgreSQL URL: {}", why.into()),
+    )
+}
+
+/// The query items logbook takes out of the URL before the driver parses
+/// it, and those it refuses (client certificates are not supported).
+const OURS: &[&str] = &["sslmode", "sslrootcert", "passfile"];
+const REFUSED: &[&str] = &["sslcert", "sslkey", "sslpassword", "sslcrl", "sslcrldir"];
+
+fn percent_decode(s: &str) -> Result<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .ok_or_else(|| bad("a % escape is cut short"))?;
+                let hex = std::str::from_utf8(hex).map_err(|_| bad("a % escape is not hex"))?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad("a % escape is not hex"))?);
+                i += 3;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad("a % escape is not UTF-8"))
+}
+
+impl PgLocation {
+    /// Parses a `postgres://` URL, completing it from the process
+    /// environment ([`Env::current`]).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (`db`) for a URL the driver cannot parse, an
+    /// unknown `sslmode`, or a client-certificate item; the message names
+    /// the item, never its value.
+    pub fn parse(url: &str) -> Result<PgLocation> {
+        Self::parse_with(url, &Env::current())
+    }
+
+    /// As [`PgLocation::parse`], from the given environment.
+    ///
+    /// # Errors
+    /// As [`PgLocation::parse`].
+    pub fn parse_with(url: &str, env: &Env) -> Result<PgLocation> {
+        if !is_url(url) {
+            return Err(bad("it must start with postgres:// or postgresql://"));
+        }
+        let (base, query) = match url.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (url, None),
+        };
+        let mut kept = Vec::new();
+        let (mut sslmode, mut sslrootcert, mut passfile) = (None, None, None);
+        for item in query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|i| !i.is_empty())
+        {
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            let key = percent_decode(k)?;
+            if REFUSED.contains(&key.as_str()) {
+                return Err(bad(format!(
+                    "`{key}`: client certificates are not supported; use a password or a Unix-socket login"
+                )));
+            }
+            if !OURS.contains(&key.as_str()) {
+                kept.push(item);
+                continue;
+            }
+            let value = percent_decode(v)?;
+            match key.as_str() {
+                "sslmode" => sslmode = Some(value),
+                "sslrootcert" => sslrootcert = Some(value),
+                _ => passfile = Some(PathBuf::from(value)),
+            }
+        }
+        let rebuilt = if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        let mut config = Config::from_str(&rebuilt).map_err(|e| {
+            // The driver's message names the item (never its value) in
+            // the error's source.
+            match std::error::Error::source(&e) {
+                Some(why) => bad(why.to_string()),
+                None => bad(e.to_string()),
+            }
+        })?;
+
+        let tls =
+            match sslmode.or_else(|| env.sslmode.clone()).as_deref() {
+                None | Some("prefer") | Some("allow") => Tls::Prefer,
+                Some("disable") => Tls::Disable,
+                Some("require") => Tls::Require,
+                Some("verify-ca") => Tls::VerifyCa,
+                Some("verify-full") => Tls::VerifyFull,
+                Some(_) => return Err(bad(
+                    "`sslmode` must be disable, allow, prefer, require, verify-ca or verify-full",
+                )),
+            };
+        config.ssl_mode(match tls {
+            Tls::Disable => SslMode::Disable,
+            Tls::Prefer => SslMode::Prefer,
+            Tls::Require | Tls::VerifyCa | Tls::VerifyFull => SslMode::Require,
+        });
+        let root_cert = sslrootcert.or_else(|| env.sslrootcert.clone());
+        let tls = match tls {
+            Tls::Require if root_cert.is_some() => Tls::VerifyCa,
+            t => t,
+        };
+
+        fill_defaults(&mut config, env)?;
+        if config.get_password().is_none() {
+            if let Some(p) = &env.password {
+                config.password(p.as_str());
+            } else if let Some(p) = password_from_file(&config, passfile, env) {
+                config.password(p);
+            }
+        }
+        let display = display_of(&config);
+        Ok(PgLocation {
+            config,
+            tls,
+            root_cert,
+            display,
+        })
+    }
+}
+
+/// libpq's defaults for what the URL leaves out.
+fn fill_defaults(config: &mut Config, env: &Env) -> Result<()> {
+    if config.get_ports().is_empty() {
+        if let Some(p) = &env.port {
+            let port = p
+                .parse::<u16>()
+                .map_err(|_| bad("PGPORT must be a port number"))?;
+            config.port(port);
+        }
+    }
+    if config.get_hosts().is_empty() {
+        match &env.host {
+            Some(h) => {
+                config.host(h.as_str());
+            }
+            None => {
+                let port = config.get_ports().first().copied().unwrap_or(5432);
+                let socket = ["/var/run/postgresql", "/tmp"]
+                    .into_iter()
+                    .find(|d| Path::new(d).join(format!(".s.PGSQL.{port}")).exists());
+                match socket {
+                    Some(dir) => config.host_path(dir),
+                    None => config.host("localhost"),
+                };
+            }
+        }
+    }
+    if config.get_user().is_none() {
+        let user = env
+            .user
+            .clone()
+            .or_else(|| env.os_user.clone())
+            .ok_or_else(|| bad("it names no user, and neither PGUSER nor USER is set"))?;
+        config.user(&user);
+    }
+    if config.get_dbname().is_none() {
+        if let Some(d) = &env.database {
+            config.dbname(d.as_str());
+        }
+    }
+    Ok(())
+}
+
+fn host_text(h: &Host) -> String {
+    match h {
+        Host::Tcp(name) => name.clone(),
+        #[cfg(unix)]
+        Host::Unix(path) => path.display().to_string(),
+    }
+}
+
+/// `postgres://user@host:port/dbname`, without password or query items.
+fn display_of(config: &Config) -> String {
+    let user = config.get_user().unwrap_or_default();
+    let hosts: Vec<String> = config.get_hosts().iter().map(host_text).collect();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or(user);
+    format!("postgres://{user}@{}:{port}/{db}", hosts.join(","))
+}
+
+/// The password of the first matching line of the password file (libpq's
+/// format: `host:port:dbname:user:password`, `*` matches anything, `\`
+/// escapes `:` and `\`); none when the file is missing or others may read it.
+fn password_from_file(config: &Config, passfile: Option<PathBuf>, env: &Env) -> Option<String> {
+    let path = passfile
+        .or_else(|| env.passfile.clone())
+        .or_else(|| env.home.as_ref().map(|h| h.join(".pgpass")))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&path).ok()?;
+        if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+            return None;
+        }
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let host = config.get_hosts().first().map_or_else(
+        || "localhost".to_string(),
+        |h| match h {
+            Host::Tcp(name) => name.clone(),
+            // libpq matches a socket login against "localhost".
+            #[cfg(unix)]
+            Host::Unix(_) => "localhost".to_string(),
+        },
+    );
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default();
+    let db = config.get_dbname().unwrap_or(user);
+    let want = [host.as_str(), port.as_str(), db, user];
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(pgpass_fields)
+        .find(|f| {
+            f[..4]
+                .iter()
+                .zip(want)
+                .all(|(got, want)| got == "*" || got == want)
+        })
+        .map(|mut f| f.swap_remove(4))
+}
+
+/// The five fields of one password-file line, unescaped.
+fn pgpass_fields(line: &str) -> Option<Vec<String>> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut()?.push(chars.next().unwrap_or('\\')),
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut()?.push(c),
+        }
+    }
+    (fields.len() == 5).then_some(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env {
+            os_user: Some("agent".into()),
+            ..Env::default()
+        }
+    }
+
+    #[test]
+    fn is_url_takes_both_schemes_in_any_case_and_nothing_else() {
+        for yes in [
+            "postgres://h/db",
+            "postgresql://h",
+            "POSTGRES://h",
+            "PostgreSQL://x",
+        ] {
+            assert!(is_url(yes), "{yes}");
+        }
+        for no in [
+            "ledger.db",
+            "./postgres://x",
+            "postgres:/x",
+            "pg://h",
+            "",
+            "postgres",
+        ] {
+            assert!(!is_url(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn display_and_debug_never_hold_the_password() {
+        let loc = PgLocation::parse_with(
+            "postgres://bob:s3cr%3At@db.example:6543/ledger?sslmode=require&application_name=x",
+            &env(),
+        )
+        .unwrap();
+        assert_eq!(loc.display, "postgres://bob@db.example:6543/ledger");
+        assert_eq!(loc.config.get_password(), Some(&b"s3cr:t"[..]));
+        assert_eq!(loc.tls, Tls::Require);
+        assert_eq!(loc.config.get_application_name(), Some("x"));
+        let dbg = format!("{loc:?}");
+        assert!(!dbg.contains("s3cr"), "{dbg}");
+    }
+
+    #[test]
+    fn sslmode_verify_modes_and_root_certs() {
+        let p = |u: &str| PgLocation::parse_with(u, &env()).unwrap();
+        assert_eq!(p("postgres://h/d").tls, Tls::Prefer);
+        assert_eq!(p("postgres://h/d?sslmode=disable").tls, Tls::Disable);
+        assert_eq!(p("postgres://h/d?sslmode=verify-ca").tls, Tls::VerifyCa);
+        let full = p("postgres://h/d?sslmode=verify-full&sslrootcert=/etc/ca.pem");
+        assert_eq!(full.tls, Tls::VerifyFull);
+        assert_eq!(full.root_cert.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(full.config.get_ssl_mode(), SslMode::Require);
+        // libpq: require with a root certificate verifies the chain.
+        assert_eq!(
+            p("postgres://h/d?sslmode=require&sslrootcert=system").tls,
+            Tls::VerifyCa
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_argument_naming_the_item_not_the_value() {
+        for (url, needle) in [
+            ("postgres://h/d?sslmode=sometimes", "`sslmode` must be"),
+            ("postgres://h/d?sslkey=/k.pem", "`sslkey`"),
+            (
+                "postgres://h/d?frobnicate=hunter2",
+                "unknown option `frobnicate`",
+            ),
+            ("postgres://h:notaport/d", "port"),
+        ] {
+            let e = PgLocation::parse_with(url, &env()).unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{url}");
+            let msg = e.to_string();
+            assert!(msg.contains(needle), "{url}: {msg}");
+            assert!(
+                !msg.contains("hunter2") && !msg.contains("sometimes"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn libpq_defaults_fill_what_the_url_leaves_out() {
+        let e = Env {
+            host: Some("pg.internal".into()),
+            port: Some("5544".into()),
+            user: Some("lb".into()),
+            database: Some("ledger".into()),
+            password: Some("pw".into()),
+            ..env()
+        };
+        let loc = PgLocation::parse_with("postgres://", &e).unwrap();
+        assert_eq!(loc.display, "postgres://lb@pg.internal:5544/ledger");
+        assert_eq!(loc.config.get_password(), Some(&b"pw"[..]));
+        // The URL wins over the environment.
+        let loc = PgLocation::parse_with("postgres://me:mine@h:1/x", &e).unwrap();
+        assert_eq!(loc.display, "postgres://me@h:1/x");
+        assert_eq!(loc.config.get_password(), Some(&b"mine"[..]));
+    }
+
+    #[test]
+    fn the_password_file_matches_like_libpq_and_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pgpass");
+        std::fs::write(
+            &file,
+            "# comment\nother:5432:*:bob:wrong\ndb.example:*:ledger:bob:pa\\:ss\n*:*:*:*:fallback\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = Env {
+            passfile: Some(file.clone()),
+            ..env()
+        };
+        let pw = |u: &str| {
+            PgLocation::parse_with(u, &e)
+                .unwrap()
+                .config
+                .get_password()
+                .map(<[u8]>::to_vec)
+        };
+        assert_eq!(
+            pw("postgres://bob@db.example/ledger"),
+            Some(b"pa:ss".to_vec())
+        );
+        assert_eq!(
+            pw("postgres://eve@db.example/ledger"),
+            Some(b"fallback".to_vec())
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(pw("postgres://bob@db.example/ledger"), None);
+    }
+}

@@ -1,0 +1,4 @@
+//! The PostgreSQL store (SPEC §7): the same ledger on a server, chosen by a
+//! `postgres://` URL.
+
+pub mod location;
