@@ -93,6 +93,25 @@ pub enum Error {
         /// The busy timeout in force, in ms.
         timeout_ms: u64,
     },
+    /// STORE_UNAVAILABLE: the PostgreSQL server cannot be reached (SPEC
+    /// §7): refused, timed out, shutting down or restarting.
+    #[error("cannot reach the PostgreSQL server {location}: {reason}")]
+    Unavailable {
+        /// The server's location without its password
+        /// (`postgres://user@host:port/db`).
+        location: String,
+        /// What failed, e.g. "connection refused".
+        reason: String,
+    },
+    /// STORE_UNAVAILABLE: the connection was lost after COMMIT was sent
+    /// (SPEC §7), so whether the write was applied is unknown. Retrying
+    /// with the same idempotency key is safe: it either replays the
+    /// applied write or applies it once.
+    #[error("the connection to the PostgreSQL server {location} was lost after COMMIT was sent: the write may or may not have been applied; retry it with the same idempotency key")]
+    CommitUnknown {
+        /// The server's location without its password.
+        location: String,
+    },
     /// SESSION_INVALID_TRANSITION: the verb is not allowed from the
     /// session's status ([`Verb::allowed_from`]).
     #[error("cannot {} session {id}: it is {}", verb.as_str(), from.as_str())]
@@ -293,6 +312,7 @@ impl Error {
             Error::Conflict { .. } => ErrorCode::SessionConflict,
             Error::LeaseHeld { .. } => ErrorCode::LeaseHeld,
             Error::Busy { .. } => ErrorCode::StoreBusy,
+            Error::Unavailable { .. } | Error::CommitUnknown { .. } => ErrorCode::StoreUnavailable,
             Error::InvalidTransition { .. } => ErrorCode::SessionInvalidTransition,
             Error::RunInvalidTransition { .. } => ErrorCode::RunInvalidTransition,
             Error::Corrupt { .. } => ErrorCode::StoreCorrupt,

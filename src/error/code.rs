@@ -58,6 +58,11 @@ pub enum ErrorCode {
     /// number (130 for SIGINT, 143 for SIGTERM). Retryable: running the
     /// command again redoes (export, backup) or continues (import) it.
     Interrupted,
+    /// The PostgreSQL server cannot be reached (refused, timed out,
+    /// shutting down), or the connection was lost after COMMIT was sent
+    /// (the outcome unknown: retry with the same idempotency key). Exit 4,
+    /// retryable.
+    StoreUnavailable,
 }
 
 /// One row of the code table: wire string, exit code, retryable,
@@ -78,7 +83,7 @@ pub struct CodeInfo {
 impl ErrorCode {
     /// Every code, in declaration order (the order of SPEC §3's table as it
     /// grew; codes are only appended).
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         Self::InvalidArgument,
         Self::SessionNotFound,
         Self::RunNotFound,
@@ -98,14 +103,15 @@ impl ErrorCode {
         Self::LeaseNotFound,
         Self::Internal,
         Self::Interrupted,
+        Self::StoreUnavailable,
     ];
 
     /// The whole code table of SPEC §3, in declaration order: each code of
     /// [`ErrorCode::ALL`] with its [`ErrorCode::info`].
     pub const TABLE: &'static [(ErrorCode, CodeInfo)] = &Self::ROWS;
 
-    const ROWS: [(ErrorCode, CodeInfo); 19] = {
-        let mut rows = [(Self::Internal, Self::Internal.info()); 19];
+    const ROWS: [(ErrorCode, CodeInfo); 20] = {
+        let mut rows = [(Self::Internal, Self::Internal.info()); 20];
         let mut i = 0;
         while i < rows.len() {
             rows[i] = (Self::ALL[i], Self::ALL[i].info());
@@ -227,6 +233,14 @@ impl ErrorCode {
                 true,
                 "A long command (export, import, backup) stopped at SIGINT or SIGTERM; the CLI \
                  exits 128 + the signal's number (130, 143).",
+            ),
+            Self::StoreUnavailable => row(
+                "STORE_UNAVAILABLE",
+                4,
+                true,
+                "The PostgreSQL server cannot be reached (refused, timed out, shutting down), or \
+                 the connection was lost after COMMIT was sent: the write's outcome is unknown, \
+                 so retry it with the same idempotency key.",
             ),
         }
     }

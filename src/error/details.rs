@@ -58,6 +58,7 @@ enum Shape<'a> {
     Conflict(Conflict<'a>),
     LeaseHeld(LeaseHeld<'a>),
     Busy(Busy),
+    Unavailable(Unavailable<'a>),
     SessionTransition(SessionTransition<'a>),
     RunTransition(RunTransition<'a>),
     RunAlreadyRunning(RunAlreadyRunning<'a>),
@@ -120,6 +121,14 @@ struct LeaseHeld<'a> {
 #[derive(Debug, Clone, Serialize)]
 struct Busy {
     busy_timeout_ms: u64,
+}
+
+/// STORE_UNAVAILABLE: `outcome` is `"not_applied"` (the server could not
+/// be reached, nothing was written) or `"unknown"` (lost after COMMIT).
+#[derive(Debug, Clone, Serialize)]
+struct Unavailable<'a> {
+    location: &'a str,
+    outcome: &'static str,
 }
 
 /// SESSION_INVALID_TRANSITION.
@@ -251,6 +260,14 @@ impl Error {
             }),
             Error::Busy { timeout_ms } => Shape::Busy(Busy {
                 busy_timeout_ms: *timeout_ms,
+            }),
+            Error::Unavailable { location, .. } => Shape::Unavailable(Unavailable {
+                location,
+                outcome: "not_applied",
+            }),
+            Error::CommitUnknown { location } => Shape::Unavailable(Unavailable {
+                location,
+                outcome: "unknown",
             }),
             Error::InvalidTransition { id, from, verb } => {
                 Shape::SessionTransition(SessionTransition {

@@ -48,6 +48,19 @@ fn samples() -> Vec<(&'static str, Error)> {
         ),
         ("Busy", Error::Busy { timeout_ms: 5000 }),
         (
+            "Unavailable",
+            Error::Unavailable {
+                location: "postgres://agent@db.example:5432/ledger".into(),
+                reason: "connection refused".into(),
+            },
+        ),
+        (
+            "CommitUnknown",
+            Error::CommitUnknown {
+                location: "postgres://agent@db.example:5432/ledger".into(),
+            },
+        ),
+        (
             "InvalidTransition",
             Error::InvalidTransition {
                 id: ses.into(),
@@ -256,6 +269,13 @@ fn note(sample: &str) -> Option<&'static str> {
         }
         "CheckpointNotFound" => "`seq` is `null` when the latest snapshot was asked for.",
         "Interrupted" => "The signal's name.",
+        "Unavailable" => {
+            "The server could not be reached: nothing was written (`outcome` `not_applied`)."
+        }
+        "CommitUnknown" => {
+            "The connection was lost after COMMIT was sent: the write may or may not have been \
+             applied (`outcome` `unknown`); retry it with the same idempotency key."
+        }
         "Incomplete" => {
             "An `export` or `import` that stopped part-way: the counts of what was done, plus \
              the keys of its cause's details; the code is the cause's (INTERRUPTED here, \

@@ -2,3 +2,4 @@
 //! `postgres://` URL.
 
 pub mod location;
+pub mod tls;
