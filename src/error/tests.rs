@@ -47,6 +47,19 @@ pub(super) fn samples() -> Vec<(&'static str, Error)> {
         ),
         ("Busy", Error::Busy { timeout_ms: 5000 }),
         (
+            "Unavailable",
+            Error::Unavailable {
+                location: "postgres://agent@db.example:5432/ledger".into(),
+                reason: "connection refused".into(),
+            },
+        ),
+        (
+            "CommitUnknown",
+            Error::CommitUnknown {
+                location: "postgres://agent@db.example:5432/ledger".into(),
+            },
+        ),
+        (
             "InvalidTransition",
             Error::InvalidTransition {
                 id: ses.into(),
@@ -226,6 +239,14 @@ const DETAILS: &[(&str, &str)] = &[
     ),
     ("Busy", r#"{"busy_timeout_ms":5000}"#),
     (
+        "Unavailable",
+        r#"{"location":"postgres://agent@db.example:5432/ledger","outcome":"not_applied"}"#,
+    ),
+    (
+        "CommitUnknown",
+        r#"{"location":"postgres://agent@db.example:5432/ledger","outcome":"unknown"}"#,
+    ),
+    (
         "InvalidTransition",
         r#"{"session_id":"ses_0123456789abcdef","status":"completed","verb":"pause"}"#,
     ),
@@ -329,6 +350,7 @@ fn code_table_matches_spec_section_3() {
             ("LEASE_NOT_FOUND", 3, false),
             ("INTERNAL", 1, false),
             ("INTERRUPTED", 130, true),
+            ("STORE_UNAVAILABLE", 4, true),
         ]
     );
 }
@@ -403,6 +425,8 @@ fn variant(e: &Error) -> &'static str {
         Error::Conflict { .. } => "Conflict",
         Error::LeaseHeld { .. } => "LeaseHeld",
         Error::Busy { .. } => "Busy",
+        Error::Unavailable { .. } => "Unavailable",
+        Error::CommitUnknown { .. } => "CommitUnknown",
         Error::InvalidTransition { .. } => "InvalidTransition",
         Error::RunInvalidTransition { .. } => "RunInvalidTransition",
         Error::Corrupt { .. } => "Corrupt",
@@ -432,6 +456,8 @@ const VARIANTS: &[&str] = &[
     "Conflict",
     "LeaseHeld",
     "Busy",
+    "Unavailable",
+    "CommitUnknown",
     "InvalidTransition",
     "RunInvalidTransition",
     "Corrupt",
