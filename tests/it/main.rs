@@ -26,6 +26,7 @@ mod library;
 mod mcp;
 mod mcp_record;
 mod mcp_wire;
+mod migration_files;
 mod readonly;
 mod readonly_media;
 mod replaced;
