@@ -689,8 +689,10 @@ fn chain_db(path: &Path, chained: bool) -> (Connection, Vec<String>) {
     c.execute_batch(include_str!("../migrations/sqlite/V1__core_ledger.sql"))
         .unwrap();
     if chained {
-        c.execute_batch(include_str!("../migrations/sqlite/V2__event_hash_chain.sql"))
-            .unwrap();
+        c.execute_batch(include_str!(
+            "../migrations/sqlite/V2__event_hash_chain.sql"
+        ))
+        .unwrap();
     }
     c.execute_batch("BEGIN").unwrap();
     let mut ids = Vec::new();

@@ -22,6 +22,7 @@ pub mod files;
 pub mod list;
 pub mod migrate;
 pub mod open;
+pub mod postgres;
 pub mod query;
 pub mod rows;
 pub mod runs;

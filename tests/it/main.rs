@@ -27,6 +27,8 @@ mod mcp;
 mod mcp_record;
 mod mcp_wire;
 mod migration_files;
+mod pg;
+mod pg_schema;
 mod readonly;
 mod readonly_media;
 mod replaced;

@@ -101,18 +101,37 @@ fn a_database_migrated_before_the_move_still_opens() {
 #[test]
 fn migration_folders_are_flat_and_hold_only_migrations() {
     let top: Vec<String> = {
-        let mut v: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let mut v: Vec<String> =
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
         v.sort();
         v
     };
-    assert_eq!(top, ["sqlite"]);
+    assert_eq!(top, ["postgres", "sqlite"]);
     let re = regex::Regex::new(r"^V([0-9]+)__[a-z0-9_]+\.sql$").unwrap();
-    for name in ["sqlite"] {
+    for name in ["sqlite", "postgres"] {
         for f in files(name) {
             assert!(re.is_match(&f), "misnamed migration migrations/{name}/{f}");
         }
     }
+}
+
+/// Both backends have the same versions under the same names, so
+/// `LATEST_VERSION` is one number for both.
+#[test]
+fn postgres_migrations_have_sqlites_versions_and_names() {
+    assert_eq!(files("postgres"), files("sqlite"));
+    let pg: Vec<String> = logbook::store::postgres::migrate::embedded()
+        .iter()
+        .map(|m| format!("V{}__{}.sql", m.version(), m.name()))
+        .collect();
+    assert_eq!(pg, files("postgres"), "rebuild: a migration was added");
+    assert_eq!(
+        logbook::store::postgres::migrate::embedded()
+            .last()
+            .map(|m| i64::from(m.version())),
+        Some(LATEST_VERSION)
+    );
 }
