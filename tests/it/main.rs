@@ -29,6 +29,7 @@ mod mcp_wire;
 mod migration_files;
 mod pg;
 mod pg_schema;
+mod pg_triggers;
 mod readonly;
 mod readonly_media;
 mod replaced;
