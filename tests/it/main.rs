@@ -30,6 +30,7 @@ mod migration_files;
 mod pg;
 mod pg_schema;
 mod pg_triggers;
+mod pg_views;
 mod readonly;
 mod readonly_media;
 mod replaced;
