@@ -135,3 +135,58 @@ fn postgres_migrations_have_sqlites_versions_and_names() {
         Some(LATEST_VERSION)
     );
 }
+
+/// docs/schema.md's PostgreSQL section names what only PostgreSQL's schema
+/// has: every function, trigger, index and column its migrations create
+/// that SQLite's do not (the truncate triggers as `<table>_no_truncate`),
+/// the advisory lock key, the SQLSTATE and the marker.
+#[test]
+fn schema_doc_covers_what_only_postgres_has() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema.md")).unwrap();
+    let section = &doc[doc
+        .find("\n## PostgreSQL")
+        .expect("docs/schema.md: no PostgreSQL section")..];
+    let sql = |list: Vec<refinery::Migration>| -> String {
+        list.iter()
+            .filter_map(|m| m.sql().map(str::to_owned))
+            .collect()
+    };
+    let sqlite = sql(embedded());
+    let pg = sql(logbook::store::postgres::migrate::embedded());
+    let re = regex::Regex::new(
+        r"CREATE (?:OR REPLACE )?(?:FUNCTION|TRIGGER|(?:UNIQUE )?INDEX) (\w+)|ADD COLUMN (\w+)",
+    )
+    .unwrap();
+    let mut names: Vec<String> = re
+        .captures_iter(&pg)
+        .map(|c| c.get(1).or(c.get(2)).unwrap().as_str().to_owned())
+        .filter(|n| !sqlite.contains(n.as_str()))
+        .map(|n| {
+            if n.ends_with("_no_truncate") {
+                "<table>_no_truncate".into()
+            } else {
+                n
+            }
+        })
+        .collect();
+    names.dedup();
+    assert!(names.len() >= 8, "{names:?}");
+    for n in names {
+        assert!(
+            section.contains(&format!("`{n}")),
+            "docs/schema.md's PostgreSQL section does not name `{n}`"
+        );
+    }
+    use logbook::store::postgres::migrate::{
+        INVARIANT_SQLSTATE, MIGRATION_LOCK_KEY, SCHEMA_MARKER,
+    };
+    assert!(section.contains(&MIGRATION_LOCK_KEY.to_string()));
+    assert!(section.contains(&format!("`{INVARIANT_SQLSTATE}`")));
+    // The marker, as the doc wraps it.
+    let flat = section.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(SCHEMA_MARKER),
+        "the marker comment is not in the doc"
+    );
+}

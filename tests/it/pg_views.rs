@@ -6,8 +6,8 @@
 
 use crate::pg::pg_test_db;
 use logbook::clock::Clock;
-use logbook::{CreateRun, CreateSession, Ledger, LedgerOptions, Mutation, RecordUsage, RunError};
 use logbook::{CheckpointRequest, RunUsageDelta};
+use logbook::{CreateRun, CreateSession, Ledger, LedgerOptions, Mutation, RecordUsage, RunError};
 use postgres::types::{ToSql, Type};
 use std::sync::atomic::Ordering;
 
@@ -56,7 +56,11 @@ fn written() -> (tempfile::TempDir, rusqlite::Connection) {
     now.store(1_700_006_400_000, Ordering::SeqCst); // midnight, the next day
     l.complete(&a, "done", &m).unwrap();
     l.fail(&b, "broke", &m).unwrap();
-    let run = l.create_run(&c, CreateRun::default(), &m).unwrap().run_id.to_string();
+    let run = l
+        .create_run(&c, CreateRun::default(), &m)
+        .unwrap()
+        .run_id
+        .to_string();
     l.start_run(&run, &m).unwrap();
     let delta = RunUsageDelta {
         input_tokens: Some(7),
@@ -64,8 +68,13 @@ fn written() -> (tempfile::TempDir, rusqlite::Connection) {
         api_calls: Some(1),
     };
     l.record_run_usage(&run, delta, &m).unwrap();
-    l.complete_run(&run, Some(serde_json::json!({"ok": true})), &m).unwrap();
-    let failed = l.create_run(&c, CreateRun::default(), &m).unwrap().run_id.to_string();
+    l.complete_run(&run, Some(serde_json::json!({"ok": true})), &m)
+        .unwrap();
+    let failed = l
+        .create_run(&c, CreateRun::default(), &m)
+        .unwrap()
+        .run_id
+        .to_string();
     let error = RunError {
         code: "E1".into(),
         message: "no".into(),
@@ -96,7 +105,8 @@ fn copy(s: &rusqlite::Connection, pg: &mut postgres::Client) {
         "session_leases",
     ];
     let mut tx = pg.transaction().unwrap();
-    tx.batch_execute("SET LOCAL session_replication_role = replica").unwrap();
+    tx.batch_execute("SET LOCAL session_replication_role = replica")
+        .unwrap();
     for t in tables {
         let cols: Vec<String> = s
             .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
@@ -108,7 +118,10 @@ fn copy(s: &rusqlite::Connection, pg: &mut postgres::Client) {
         let list = cols.join(", ");
         let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
         let insert = tx
-            .prepare(&format!("INSERT INTO {t} ({list}) VALUES ({})", marks.join(", ")))
+            .prepare(&format!(
+                "INSERT INTO {t} ({list}) VALUES ({})",
+                marks.join(", ")
+            ))
             .unwrap();
         let types = insert.params().to_vec();
         let mut st = s.prepare(&format!("SELECT {list} FROM {t}")).unwrap();
@@ -168,9 +181,15 @@ fn pg_views_give_sqlites_values() {
             .map(Result::unwrap)
             .collect();
         let n = cols.len();
-        let sqlite_list: Vec<String> = cols.iter().map(|c| format!("CAST(\"{c}\" AS TEXT)")).collect();
+        let sqlite_list: Vec<String> = cols
+            .iter()
+            .map(|c| format!("CAST(\"{c}\" AS TEXT)"))
+            .collect();
         let want: Rows = s
-            .prepare(&format!("SELECT {} FROM {view} ORDER BY {order_sqlite}", sqlite_list.join(", ")))
+            .prepare(&format!(
+                "SELECT {} FROM {view} ORDER BY {order_sqlite}",
+                sqlite_list.join(", ")
+            ))
             .unwrap()
             .query_map([], |r| (0..n).map(|i| r.get(i)).collect())
             .unwrap()
@@ -178,7 +197,13 @@ fn pg_views_give_sqlites_values() {
             .collect();
         let pg_list: Vec<String> = cols.iter().map(|c| format!("\"{c}\"::text")).collect();
         let got: Rows = pg
-            .query(&format!("SELECT {} FROM {view} v ORDER BY {order_pg}", pg_list.join(", ")), &[])
+            .query(
+                &format!(
+                    "SELECT {} FROM {view} v ORDER BY {order_pg}",
+                    pg_list.join(", ")
+                ),
+                &[],
+            )
             .unwrap()
             .iter()
             .map(|r| (0..n).map(|i| r.get(i)).collect())
