@@ -686,11 +686,13 @@ fn chain_db(path: &Path, chained: bool) -> (Connection, Vec<String>) {
         -i64::from(logbook::ledger::DEFAULT_PAGE_CACHE_KIB),
     )
     .unwrap();
-    c.execute_batch(include_str!("../migrations/V1__core_ledger.sql"))
+    c.execute_batch(include_str!("../migrations/sqlite/V1__core_ledger.sql"))
         .unwrap();
     if chained {
-        c.execute_batch(include_str!("../migrations/V2__event_hash_chain.sql"))
-            .unwrap();
+        c.execute_batch(include_str!(
+            "../migrations/sqlite/V2__event_hash_chain.sql"
+        ))
+        .unwrap();
     }
     c.execute_batch("BEGIN").unwrap();
     let mut ids = Vec::new();

@@ -1,4 +1,4 @@
-//! Schema migrations: refinery's embedded `migrations/V<N>__<name>.sql`,
+//! Schema migrations: refinery's embedded `migrations/sqlite/V<N>__<name>.sql`,
 //! applied atomically and race-free.
 //!
 //! refinery's own runner reads the applied versions outside the transaction
@@ -18,9 +18,11 @@ use crate::error::Error;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 mod embedded {
-    //! The `migrations/` folder, embedded at build time by refinery.
+    //! The `migrations/sqlite/` folder, embedded at build time by refinery.
+    //! (refinery walks the folder recursively: PostgreSQL's files sit beside
+    //! it in `migrations/postgres/`, never inside.)
     #![allow(missing_docs)]
-    refinery::embed_migrations!("migrations");
+    refinery::embed_migrations!("migrations/sqlite");
 }
 
 /// The table refinery uses for its history.
@@ -40,7 +42,8 @@ pub fn embedded() -> Vec<refinery::Migration> {
 }
 
 /// The newest schema version this binary knows: the highest `V<N>` in
-/// `migrations/`. A constant so that opening a current database never builds
+/// `migrations/sqlite/` (and `migrations/postgres/`, which has the same
+/// versions). A constant so that opening a current database never builds
 /// refinery's runner (which compiles a regex per process, about 1 ms of a
 /// CLI call); `latest_version_matches_the_embedded_migrations` pins it.
 pub const LATEST_VERSION: i64 = 6;

@@ -55,7 +55,7 @@ fn schema_doc_matches_the_database() {
 
 #[test]
 fn migrations_folder_matches_the_embedded_list() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
     let mut files: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

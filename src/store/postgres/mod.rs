@@ -1,6 +1,13 @@
-//! The PostgreSQL store (SPEC §7): the same ledger on a server, chosen by a
-//! `postgres://` URL.
+//! The PostgreSQL store (SPEC §7, issue 15): the same ledger on a server,
+//! chosen by a `postgres://` URL.
+//!
+//! The schema is `migrations/postgres/` (the same versions, tables, columns,
+//! views and invariants as `migrations/sqlite/`; docs/schema.md,
+//! "PostgreSQL"), applied under an advisory lock ([`migrate`]). The URL is
+//! parsed by [`location`], TLS set up by [`tls`], and server errors
+//! classified by [`errors`].
 
 pub mod errors;
 pub mod location;
+pub mod migrate;
 pub mod tls;
