@@ -16,6 +16,7 @@ use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::Event;
+use crate::store::{FeedPos, Tx};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
@@ -47,31 +48,89 @@ pub struct FeedQuery {
 /// One page of the feed.
 #[derive(Debug, Clone, Serialize)]
 pub struct FeedPage {
-    /// Events by `event_id`.
+    /// Events in feed order (`event_id` order on SQLite).
     pub events: Vec<Event>,
     /// Pass as `after` to continue. Never null: the feed has no end, and an
     /// empty page returns the cursor it was given (or one further on, past
     /// events the filters skipped).
     pub next_cursor: String,
+    /// Each event's position (what `follow` resumes from).
+    #[serde(skip)]
+    positions: Vec<FeedPos>,
+}
+
+fn page(events: Vec<(FeedPos, Event)>, next: FeedPos) -> FeedPage {
+    let (positions, events) = events.into_iter().unzip();
+    FeedPage {
+        events,
+        next_cursor: render(next),
+        positions,
+    }
+}
+
+impl Plan {
+    /// The cursor text reached.
+    fn cursor(&self) -> String {
+        match self.after {
+            Cursor::Event(id) => id.to_string(),
+            Cursor::Pos(p) => render(p),
+        }
+    }
 }
 
 /// A validated feed request.
 #[derive(Debug, Clone)]
 struct Plan {
-    after: i64,
+    after: Cursor,
     sessions: Vec<String>,
     types: BTreeSet<String>,
     limit: usize,
 }
 
+/// A cursor as given: an event id (SQLite's only form, and accepted on
+/// PostgreSQL: the position of that event) or a position `TX.EVENT_ID`
+/// (what PostgreSQL hands out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cursor {
+    Event(i64),
+    Pos(FeedPos),
+}
+
+fn parse_cursor(c: &str) -> Option<Cursor> {
+    let num = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<i64>().ok())
+            .flatten()
+    };
+    match c.split_once('.') {
+        None => num(c).map(Cursor::Event),
+        Some((tx, id)) => Some(Cursor::Pos(FeedPos {
+            tx: num(tx).filter(|t| *t > 0)?,
+            event_id: num(id)?,
+        })),
+    }
+}
+
+/// The cursor text of a position: the event id on SQLite (`tx` 0),
+/// `TX.EVENT_ID` on PostgreSQL. Opaque to callers: pass it back as it is.
+fn render(p: FeedPos) -> String {
+    if p.tx == 0 {
+        p.event_id.to_string()
+    } else {
+        format!("{}.{}", p.tx, p.event_id)
+    }
+}
+
 fn plan(q: &FeedQuery) -> Result<Plan> {
-    let after =
-        match q.after.as_deref() {
-            None => 0,
-            Some(c) => c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-                Error::invalid("after", "must be a cursor: an event_id, 0 or more")
-            })?,
-        };
+    let after = match q.after.as_deref() {
+        None => Cursor::Event(0),
+        Some(c) => parse_cursor(c).ok_or_else(|| {
+            Error::invalid(
+                "after",
+                "must be a cursor: 0 or a next_cursor this database returned",
+            )
+        })?,
+    };
     let limit = q.limit.unwrap_or(FEED_LIMIT_DEFAULT);
     if !(1..=FEED_LIMIT_MAX).contains(&limit) {
         return Err(Error::invalid(
@@ -107,15 +166,30 @@ fn plan(q: &FeedQuery) -> Result<Plan> {
     })
 }
 
-/// A cursor past the newest event was never handed out by this database
+/// The position a cursor stands for, in this read.
+fn resolve(tx: &mut dyn Tx, c: Cursor) -> Result<FeedPos> {
+    match c {
+        Cursor::Event(0) => Ok(FeedPos::default()),
+        Cursor::Event(id) => tx.feed_pos_of_event(id)?.ok_or_else(|| {
+            Error::invalid(
+                "after",
+                "names no event of this database: pass a next_cursor this database returned",
+            )
+        }),
+        Cursor::Pos(p) => Ok(p),
+    }
+}
+
+/// A cursor past the feed's horizon was never handed out by this database
 /// (another file, or an older copy of this one): continuing from it would
 /// silently skip every event up to it once they are written.
-fn check_cursor(after: i64, newest: i64) -> Result<()> {
-    if after > newest {
+fn check_cursor(after: FeedPos, horizon: FeedPos) -> Result<()> {
+    if after > horizon {
         return Err(Error::invalid(
             "after",
             format!(
-                "is past the newest event ({newest}): pass a next_cursor this database returned"
+                "is past the newest event ({}): pass a next_cursor this database returned",
+                render(horizon)
             ),
         ));
     }
@@ -132,66 +206,56 @@ impl Ledger {
     /// that does not exist.
     pub fn feed(&self, q: &FeedQuery) -> Result<FeedPage> {
         let p = plan(q)?;
-        self.feed_page(&p).map(|(page, _)| page)
+        self.feed_page(&p).map(|(page, _, _)| page)
     }
 
-    /// A page and whether more events may be waiting right now.
-    fn feed_page(&self, p: &Plan) -> Result<(FeedPage, bool)> {
+    /// A page, whether more events may be waiting right now, and the
+    /// position reached.
+    fn feed_page(&self, p: &Plan) -> Result<(FeedPage, bool, Cursor)> {
         let mut keep = |e: &Event| p.types.is_empty() || p.types.contains(&e.event_type);
         self.read(|tx| {
+            let after = resolve(tx, p.after)?;
             if p.sessions.is_empty() {
                 let (events, last, at_end) =
-                    tx.scan_feed(p.after, p.limit, FEED_MAX_SCAN, &mut keep)?;
-                if last == p.after {
+                    tx.scan_feed(after, p.limit, FEED_MAX_SCAN, &mut keep)?;
+                if last == after {
                     // Nothing after the cursor: it must not be past the end.
-                    check_cursor(p.after, tx.newest_event_id()?)?;
+                    check_cursor(after, tx.feed_horizon()?)?;
                 }
                 // A full page, or a scan cut short by FEED_MAX_SCAN: more
                 // may be waiting. (A full page that ended exactly at the
                 // table's end costs one more, empty, read.)
                 let more = !at_end;
                 let next = if events.len() == p.limit {
-                    events.last().map_or(last, |e| e.event_id)
+                    events.last().map_or(last, |(pos, _)| *pos)
                 } else {
                     last
                 };
-                return Ok((
-                    FeedPage {
-                        events,
-                        next_cursor: next.to_string(),
-                    },
-                    more,
-                ));
+                return Ok((page(events, next), more, Cursor::Pos(next)));
             }
             let mut all = Vec::new();
             for s in &p.sessions {
                 if !tx.session_exists(s)? {
                     return Err(Error::SessionNotFound { id: s.clone() });
                 }
-                all.extend(tx.scan_feed_session(s, p.after, p.limit, &mut keep)?);
+                all.extend(tx.scan_feed_session(s, after, p.limit, &mut keep)?);
             }
-            all.sort_by_key(|e| e.event_id);
+            all.sort_by_key(|(pos, _)| *pos);
             let full = all.len() >= p.limit;
             all.truncate(p.limit);
-            // Not full: every matching event of this snapshot is here, and
-            // any later one gets a larger id than the snapshot's newest.
+            // Not full: every matching event up to the horizon is here, and
+            // any later one comes after it.
             let next = if full {
-                all.last().map_or(p.after, |e| e.event_id)
+                all.last().map_or(after, |(pos, _)| *pos)
             } else {
-                let newest = tx.newest_event_id()?;
-                check_cursor(p.after, newest)?;
+                let horizon = tx.feed_horizon()?;
+                check_cursor(after, horizon)?;
                 all.last()
-                    .map_or(p.after, |e| e.event_id)
-                    .max(p.after)
-                    .max(newest)
+                    .map_or(after, |(pos, _)| *pos)
+                    .max(after)
+                    .max(horizon)
             };
-            Ok((
-                FeedPage {
-                    events: all,
-                    next_cursor: next.to_string(),
-                },
-                full,
-            ))
+            Ok((page(all, next), full, Cursor::Pos(next)))
         })
         .map_err(|e| self.fill_path(e))
     }
@@ -220,25 +284,25 @@ impl Ledger {
         p.limit = usize::try_from(FEED_LIMIT_MAX).unwrap_or(1000);
         loop {
             if stop() {
-                return Ok(p.after.to_string());
+                return Ok(p.cursor());
             }
             // Read the counter before the snapshot: a commit after this
             // point either is in the snapshot or changes the counter.
             let seen = self.data_version()?;
-            let (page, more) = self.feed_page(&p)?;
-            for e in &page.events {
-                p.after = e.event_id;
+            let (page, more, reached) = self.feed_page(&p)?;
+            for (e, pos) in page.events.iter().zip(page.positions) {
+                p.after = Cursor::Pos(pos);
                 if sink(e).is_break() {
-                    return Ok(p.after.to_string());
+                    return Ok(p.cursor());
                 }
             }
-            p.after = page.next_cursor.parse().unwrap_or(p.after);
+            p.after = reached;
             if more {
                 continue;
             }
             loop {
                 if stop() {
-                    return Ok(p.after.to_string());
+                    return Ok(p.cursor());
                 }
                 std::thread::sleep(poll);
                 // A replaced file gets no more commits through this

@@ -179,9 +179,33 @@ pub struct BudgetLimits {
     pub exceeded_at_ms: Option<i64>,
 }
 
-/// One page of the global feed: the events kept, the last event id
-/// scanned, and whether the scan reached the end.
-pub type FeedScan = (Vec<Event>, i64, bool);
+/// A position in the global feed (SPEC §7): a follower at `p` has seen
+/// every event at or before it, in the feed's order `(tx, event_id)`.
+///
+/// On SQLite one writer commits at a time, so event ids become visible in
+/// order and `tx` is always 0: the position is the last `event_id` seen.
+/// On PostgreSQL ids are drawn before commit, so the feed is ordered by
+/// the writing transaction's id first (`events.tx_id`) and read only below
+/// the oldest transaction still running (`docs/postgres.md`, "The feed").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FeedPos {
+    /// The writing transaction's id (`events.tx_id`); 0 on SQLite.
+    pub tx: i64,
+    /// The event's id.
+    pub event_id: i64,
+}
+
+impl FeedPos {
+    /// The position of the last event `event_id` on SQLite.
+    pub const fn event(event_id: i64) -> Self {
+        FeedPos { tx: 0, event_id }
+    }
+}
+
+/// One page of the global feed: the events kept with their positions, the
+/// position of the last event scanned (the cursor given when none was),
+/// and whether the scan reached the end of what is visible.
+pub type FeedScan = (Vec<(FeedPos, Event)>, FeedPos, bool);
 
 /// One page of `session list`: the sessions and the next page's
 /// `(timestamp ms, insert_seq)` key.
@@ -249,25 +273,31 @@ pub trait Tx {
     fn find_key(&mut self, key: &str, id: &str) -> Result<Option<KeyHit>>;
     /// The session (and request digest) a create with this key produced.
     fn find_created_by_key(&mut self, key: &str) -> Result<Option<(String, String)>>;
-    /// Events of every session after `after`, in event-id order: at most
+    /// Events of every session after `after`, in feed order: at most
     /// `limit` kept by `keep`, at most `max_scan` scanned.
     fn scan_feed(
         &mut self,
-        after: i64,
+        after: FeedPos,
         limit: usize,
         max_scan: usize,
         keep: &mut dyn FnMut(&Event) -> bool,
     ) -> Result<FeedScan>;
-    /// One session's events after event id `after`, at most `limit` kept.
+    /// One session's events after `after`, in feed order, at most `limit`
+    /// kept.
     fn scan_feed_session(
         &mut self,
         id: &str,
-        after: i64,
+        after: FeedPos,
         limit: usize,
         keep: &mut dyn FnMut(&Event) -> bool,
-    ) -> Result<Vec<Event>>;
-    /// The newest event id (0 when there is none).
-    fn newest_event_id(&mut self) -> Result<i64>;
+    ) -> Result<Vec<(FeedPos, Event)>>;
+    /// The feed's horizon: every event at or before it is visible now, and
+    /// every event still to come will be after it (SQLite: the newest
+    /// event; PostgreSQL: the oldest running transaction, event id 0).
+    fn feed_horizon(&mut self) -> Result<FeedPos>;
+    /// The position of event `event_id` (an integer cursor), `None` when
+    /// there is no such event. SQLite: `(0, event_id)` whatever it holds.
+    fn feed_pos_of_event(&mut self, event_id: i64) -> Result<Option<FeedPos>>;
 
     // ---- snapshots, gates, leases ----
 

@@ -17,7 +17,8 @@ use super::{
     transfer as st, workflow as ws,
 };
 use super::{
-    BudgetLimits, FeedScan, RunChange, SessionChange, SessionGuard, SessionRow, SessionsPage, Tx,
+    BudgetLimits, FeedPos, FeedScan, RunChange, SessionChange, SessionGuard, SessionRow,
+    SessionsPage, Tx,
 };
 use crate::error::{Error, LatestEvent, Result};
 use crate::model::{Event, Run, Session, Usage};
@@ -248,26 +249,42 @@ impl Tx for SqliteTx<'_> {
 
     fn scan_feed(
         &mut self,
-        after: i64,
+        after: FeedPos,
         limit: usize,
         max_scan: usize,
         keep: &mut dyn FnMut(&Event) -> bool,
     ) -> Result<FeedScan> {
-        feed::scan_all(self.conn, after, limit, max_scan, keep).map_err(db)
+        let (events, last, at_end) =
+            feed::scan_all(self.conn, after.event_id, limit, max_scan, keep).map_err(db)?;
+        let events = events
+            .into_iter()
+            .map(|e| (FeedPos::event(e.event_id), e))
+            .collect();
+        Ok((events, FeedPos::event(last), at_end))
     }
 
     fn scan_feed_session(
         &mut self,
         id: &str,
-        after: i64,
+        after: FeedPos,
         limit: usize,
         keep: &mut dyn FnMut(&Event) -> bool,
-    ) -> Result<Vec<Event>> {
-        feed::scan_session(self.conn, id, after, limit, keep).map_err(db)
+    ) -> Result<Vec<(FeedPos, Event)>> {
+        let events = feed::scan_session(self.conn, id, after.event_id, limit, keep).map_err(db)?;
+        Ok(events
+            .into_iter()
+            .map(|e| (FeedPos::event(e.event_id), e))
+            .collect())
     }
 
-    fn newest_event_id(&mut self) -> Result<i64> {
-        feed::newest_event_id(self.conn).map_err(db)
+    fn feed_horizon(&mut self) -> Result<FeedPos> {
+        feed::newest_event_id(self.conn)
+            .map(FeedPos::event)
+            .map_err(db)
+    }
+
+    fn feed_pos_of_event(&mut self, event_id: i64) -> Result<Option<FeedPos>> {
+        Ok(Some(FeedPos::event(event_id)))
     }
 
     fn insert_snapshot(
