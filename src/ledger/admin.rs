@@ -5,8 +5,8 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::store::admin as sql;
 use crate::store::files::DbFiles;
 use crate::store::open::{
-    companion, create_private_dirs, header_says_wal, keep_wal_on_close, wal_has_frames,
-    JOURNAL_SIZE_LIMIT_BYTES, WAL_MISMATCH,
+    companion, create_private_dirs, header_says_wal, wal_has_frames, JOURNAL_SIZE_LIMIT_BYTES,
+    WAL_MISMATCH,
 };
 use serde::Serialize;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -244,9 +244,9 @@ impl Ledger {
     /// replaced under this handle ([`Ledger::check_file`]).
     pub fn doctor(&self, modes_before: &[(PathBuf, Option<u32>)]) -> Result<DoctorReport> {
         self.check_file()?;
-        let db = |e| self.db_err(e);
+        let store = self.store.sqlite_for("doctor's file checks")?;
         let mut checks = Vec::new();
-        let (user_version, history) = sql::schema_versions(&self.conn).map_err(db)?;
+        let (user_version, history) = store.schema_versions()?;
         let latest = crate::store::migrate::latest_version();
         checks.push(check(
             "schema",
@@ -262,12 +262,12 @@ impl Ledger {
             ErrorCode::StoreCorrupt,
         ));
         checks.extend(self.content_checks()?);
-        let (sessions, events, page_size, page_count, freelist_count, journal) =
-            sql::sizes(&self.conn).map_err(db)?;
+        let (sessions, events, page_size, page_count, freelist_count, journal) = store.sizes()?;
         // A read-only open without a -shm reads a WAL file as immutable,
         // and SQLite then says `delete`: the file's header decides.
-        let header_wal =
-            self.read_only && !journal.eq_ignore_ascii_case("wal") && header_says_wal(&self.path);
+        let header_wal = store.is_read_only()
+            && !journal.eq_ignore_ascii_case("wal")
+            && header_says_wal(&self.path);
         checks.push(check(
             "journal_mode",
             journal.eq_ignore_ascii_case("wal") || header_wal,
@@ -330,19 +330,20 @@ impl Ledger {
     /// `hash_chain`, `schema_objects`. A damaged file that SQLite refuses to
     /// read fails the check instead of ending the report.
     fn content_checks(&self) -> Result<Vec<DoctorCheck>> {
-        let damaged = |name, code, e: rusqlite::Error| match self.db_err(e) {
+        let store = self.store.sqlite_for("doctor's file checks")?;
+        let damaged = |name, code, e: Error| match e {
             Error::Corrupt { reason, .. } => Ok(check(name, false, reason, code)),
             other => Err(other),
         };
         let mut checks = Vec::new();
-        checks.push(match sql::integrity_check(&self.conn) {
+        checks.push(match store.integrity_check() {
             Ok(ic) => {
                 let ok = ic.len() == 1 && ic[0] == "ok";
                 check("integrity", ok, ic.join("; "), ErrorCode::StoreCorrupt)
             }
             Err(e) => damaged("integrity", ErrorCode::StoreCorrupt, e)?,
         });
-        checks.push(match sql::foreign_key_violations(&self.conn) {
+        checks.push(match store.foreign_key_violations() {
             Ok((0, _)) => check(
                 "foreign_keys",
                 true,
@@ -375,7 +376,7 @@ impl Ledger {
             }
             Err(e) => return Err(e),
         });
-        checks.push(match sql::schema_drift(&self.conn) {
+        checks.push(match store.schema_drift() {
             Ok(drift) => schema_objects_check(&drift),
             Err(e) => damaged("schema_objects", ErrorCode::StoreCorrupt, e)?,
         });
@@ -403,7 +404,9 @@ impl Ledger {
         if !damaged {
             return ok("the WAL's frames leave a sound database");
         }
-        keep_wal_on_close(&self.conn);
+        if let Some(store) = self.store.sqlite() {
+            store.keep_wal_on_close();
+        }
         let alone = self
             .file_alone()
             .and_then(|l| l.content_checks())
@@ -462,6 +465,7 @@ impl Ledger {
     /// created).
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
         // SQLite opens the copy by a name derived from `dest`.
+        let store = self.store.sqlite_for("backup (on a server, use pg_dump)")?;
         crate::store::files::check_sqlite_name(dest, "dest")?;
         self.own_files()?.refuse(dest, "dest")?;
         self.check_file()?;
@@ -492,8 +496,7 @@ impl Ledger {
             let _ = std::fs::remove_file(companion(&tmp, "-journal"));
             e
         };
-        let (pages, sessions, events) =
-            sql::backup_to(&self.conn, &tmp).map_err(|e| cleanup(self.db_err(e)))?;
+        let (pages, sessions, events) = store.backup_to(&tmp).map_err(cleanup)?;
         // A signal during the copy (one backup step): the copy is dropped.
         self.opts.interrupt.check().map_err(cleanup)?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))

@@ -288,7 +288,7 @@ impl Ledger {
             }
             // Read the counter before the snapshot: a commit after this
             // point either is in the snapshot or changes the counter.
-            let seen = self.data_version()?;
+            let seen = self.store.change_mark()?;
             let (page, more, reached) = self.feed_page(&p)?;
             for (e, pos) in page.events.iter().zip(page.positions) {
                 p.after = Cursor::Pos(pos);
@@ -304,12 +304,7 @@ impl Ledger {
                 if stop() {
                     return Ok(p.cursor());
                 }
-                std::thread::sleep(poll);
-                // A replaced file gets no more commits through this
-                // connection's file: without this the follow would go
-                // silent instead of failing.
-                self.check_file()?;
-                if self.data_version()? != seen {
+                if self.store.wait_for_change(seen, poll)? {
                     break;
                 }
             }

@@ -1,10 +1,10 @@
 //! The `Ledger` handle: the public behaviour the CLI and MCP both call.
 //!
-//! A `Ledger` owns one SQLite connection. Every mutation is one
-//! `BEGIN IMMEDIATE` transaction; every multi-row read is one read
-//! transaction; between calls the connection holds no transaction, so the WAL
-//! can always checkpoint. Several handles in several processes may use one
-//! file at once (SPEC §6).
+//! A `Ledger` owns one [`Store`]: every mutation is one write transaction
+//! of it, every multi-row read one read transaction; between calls it holds
+//! no transaction. Several handles in several processes may use one
+//! database at once (SPEC §6). Nothing here names a driver: SQL, its
+//! parameters and the storage engine's own terms live in `store/`.
 
 mod admin;
 mod budgets;
@@ -54,13 +54,7 @@ pub use show::{
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::ActorType;
-use crate::store::files::FileId;
-use crate::store::sqlite_tx::SqliteTx;
-use crate::store::tx::Txn;
-use crate::store::Tx;
-use crate::store::{self, writelock::WriterLock, StoreConfig, SyncMode};
-use rusqlite::Connection;
-use std::cell::RefCell;
+use crate::store::{self, OpenOptions, Store, SyncMode, Tx};
 use std::path::{Path, PathBuf};
 
 /// WAL pages after which a checkpoint runs at `synchronous=NORMAL`: 5,000
@@ -217,17 +211,6 @@ pub fn resolve_path(explicit: Option<&Path>) -> Result<PathBuf> {
     ))
 }
 
-/// The identity of the file just opened at `path`, and the path made
-/// absolute.
-fn opened_id(path: &Path) -> Result<(FileId, PathBuf)> {
-    let io = |e| Error::Io {
-        context: format!("cannot read {}", path.display()),
-        source: e,
-    };
-    let id = FileId::of(path).map_err(io)?;
-    Ok((id, std::path::absolute(path).map_err(io)?))
-}
-
 /// A handle on one logbook database.
 ///
 /// # Examples
@@ -241,23 +224,9 @@ fn opened_id(path: &Path) -> Result<(FileId, PathBuf)> {
 /// ```
 #[derive(Debug)]
 pub struct Ledger {
-    /// Declared before `conn`: dropped (its helper stopped, its connection
-    /// closed) before the writer's connection closes, so that one can be
-    /// the last and checkpoint the WAL away.
-    checkpointer: Option<store::checkpointer::Checkpointer>,
-    conn: Connection,
+    store: Store,
     path: PathBuf,
     opts: LedgerOptions,
-    writer_lock: RefCell<WriterLock>,
-    /// Opened with [`Ledger::open_read_only`]: every write is refused
-    /// before it touches anything (not even the writer lock file).
-    read_only: bool,
-    /// The (device, inode) of the file this handle opened, and its path made
-    /// absolute at open (a later change of the current folder does not
-    /// matter); every call checks that the path still names that file
-    /// ([`Ledger::check_file`]).
-    file_id: FileId,
-    file_path: PathBuf,
 }
 
 impl Ledger {
@@ -267,7 +236,7 @@ impl Ledger {
     /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY,
     /// INVALID_ARGUMENT (no path could be resolved).
     pub fn open(opts: LedgerOptions) -> Result<Self> {
-        Self::open_with(opts, true)
+        Self::open_with(opts, true, false)
     }
 
     /// Opens (migrating if needed) a database that already exists: as
@@ -278,50 +247,7 @@ impl Ledger {
     /// # Errors
     /// As [`Ledger::open`].
     pub fn open_existing(opts: LedgerOptions) -> Result<Self> {
-        Self::open_with(opts, false)
-    }
-
-    fn open_with(opts: LedgerOptions, create: bool) -> Result<Self> {
-        let path = resolve_path(opts.path.as_deref())?;
-        let pages = opts.wal_autocheckpoint_pages.unwrap_or(match opts.sync {
-            SyncMode::Full => WAL_CHECKPOINT_PAGES_FULL,
-            SyncMode::Normal => WAL_CHECKPOINT_PAGES_NORMAL,
-        });
-        let background = opts.sync == SyncMode::Normal && pages > 0;
-        let mut conn = store::open(&StoreConfig {
-            path: path.clone(),
-            busy_timeout_ms: opts.busy_timeout_ms,
-            sync: opts.sync,
-            wal_autocheckpoint_pages: if background { 0 } else { pages },
-            page_cache_kib: opts.page_cache_kib,
-            create,
-        })?;
-        let checkpointer = if background {
-            Some(
-                store::checkpointer::Checkpointer::attach(&mut conn, &path, pages).map_err(
-                    |e| {
-                        store::open::with_path(
-                            Error::from_sqlite(e, 0),
-                            &path.display().to_string(),
-                        )
-                    },
-                )?,
-            )
-        } else {
-            None
-        };
-        let (file_id, file_path) = opened_id(&path)?;
-        let writer_lock = RefCell::new(WriterLock::new(&path));
-        Ok(Ledger {
-            checkpointer,
-            conn,
-            path,
-            opts,
-            writer_lock,
-            read_only: false,
-            file_id,
-            file_path,
-        })
+        Self::open_with(opts, false, false)
     }
 
     /// Opens an existing database for reading only (the CLI's `--read-only`):
@@ -333,46 +259,47 @@ impl Ledger {
     /// STORE_IO (missing, unreadable, or needing a migration), STORE_CORRUPT,
     /// STORE_VERSION_TOO_NEW, INVALID_ARGUMENT (no path could be resolved).
     pub fn open_read_only(opts: LedgerOptions) -> Result<Self> {
+        Self::open_with(opts, false, true)
+    }
+
+    fn open_with(opts: LedgerOptions, create: bool, read_only: bool) -> Result<Self> {
         let path = resolve_path(opts.path.as_deref())?;
-        let conn = store::open::open_read_only(&path, opts.busy_timeout_ms)?;
-        let (file_id, file_path) = opened_id(&path)?;
-        let writer_lock = RefCell::new(WriterLock::new(&path));
-        Ok(Ledger {
-            checkpointer: None,
-            conn,
-            path,
-            opts,
-            writer_lock,
-            read_only: true,
-            file_id,
-            file_path,
-        })
+        let store = Store::open(&OpenOptions {
+            path: path.clone(),
+            busy_timeout_ms: opts.busy_timeout_ms,
+            sync: opts.sync,
+            wal_autocheckpoint_pages: opts.wal_autocheckpoint_pages.unwrap_or(match opts.sync {
+                SyncMode::Full => WAL_CHECKPOINT_PAGES_FULL,
+                SyncMode::Normal => WAL_CHECKPOINT_PAGES_NORMAL,
+            }),
+            page_cache_kib: opts.page_cache_kib,
+            create,
+            read_only,
+        })?;
+        Ok(Ledger { store, path, opts })
     }
 
     /// A read-only handle on this handle's file alone, opened as immutable
     /// (its `-wal` ignored; `doctor`'s `wal_match` check).
     fn file_alone(&self) -> Result<Ledger> {
-        let conn = store::open::open_file_alone(&self.path).map_err(|e| self.db_err(e))?;
+        let store = self
+            .store
+            .sqlite_for("doctor's wal_match check")?
+            .file_alone()?;
         Ok(Ledger {
-            checkpointer: None,
-            conn,
+            store: Store::Sqlite(store),
             path: self.path.clone(),
             opts: self.opts.clone(),
-            writer_lock: RefCell::new(WriterLock::new(&self.path)),
-            read_only: true,
-            file_id: self.file_id,
-            file_path: self.file_path.clone(),
         })
     }
 
     /// The WAL checkpoints this handle's helper thread has run, and those a
     /// COMMIT of this handle ran itself because the helper had fallen
     /// behind; both 0 at `synchronous=FULL`, where SQLite's autocheckpoint
-    /// runs inside the COMMIT that reaches it (diagnostics, benchmarks).
+    /// runs inside the COMMIT that reaches it (diagnostics, benchmarks), and
+    /// on a server.
     pub fn wal_checkpoints(&self) -> (u64, u64) {
-        self.checkpointer
-            .as_ref()
-            .map_or((0, 0), |c| (c.runs(), c.inline_runs()))
+        self.store.sqlite().map_or((0, 0), |s| s.wal_checkpoints())
     }
 
     /// The database file this handle uses.
@@ -389,63 +316,16 @@ impl Ledger {
     /// e.g. `journal_mode`, `synchronous`, `busy_timeout`.
     ///
     /// # Errors
-    /// INVALID_ARGUMENT for a pragma name outside a fixed allow-list.
+    /// INVALID_ARGUMENT for a pragma name outside a fixed allow-list, or on
+    /// a server.
     pub fn pragma(&self, name: &str) -> Result<String> {
-        const ALLOWED: &[&str] = &[
-            "journal_mode",
-            "synchronous",
-            "busy_timeout",
-            "foreign_keys",
-            "journal_size_limit",
-            "user_version",
-            "application_id",
-            "wal_autocheckpoint",
-            "cache_size",
-        ];
-        let Some(name) = ALLOWED.iter().find(|a| **a == name) else {
-            return Err(Error::invalid("pragma", "not an inspectable pragma"));
-        };
-        let v: rusqlite::types::Value = self
-            .conn
-            .pragma_query_value(None, name, |r| r.get(0))
-            .map_err(|e| self.db_err(e))?;
-        Ok(match v {
-            rusqlite::types::Value::Integer(i) => {
-                if *name == "busy_timeout" {
-                    // The custom handler replaces SQLite's timer; report ours.
-                    self.opts.busy_timeout_ms.to_string()
-                } else {
-                    i.to_string()
-                }
-            }
-            rusqlite::types::Value::Text(t) => t,
-            other => format!("{other:?}"),
-        })
+        self.store.sqlite_for("pragma")?.pragma(name)
     }
 
-    fn db_err(&self, e: rusqlite::Error) -> Error {
-        self.fill_path(Error::from_sqlite(e, self.opts.busy_timeout_ms))
-    }
-
-    /// Fills this handle's busy timeout and path into an error raised with
-    /// placeholders by code that does not know them (the `db` mapper).
+    /// Fills this handle's busy timeout and location into an error raised
+    /// with placeholders by code that does not know them.
     pub(super) fn fill_path(&self, e: Error) -> Error {
-        match e {
-            Error::Busy { .. } => Error::Busy {
-                timeout_ms: self.opts.busy_timeout_ms,
-            },
-            Error::Corrupt { reason, .. } => {
-                // Closing would checkpoint the WAL into the file: never
-                // copy frames into a file that reads as damaged (they may
-                // be a mismatched WAL's; `doctor` tells).
-                store::open::keep_wal_on_close(&self.conn);
-                Error::Corrupt {
-                    path: self.path.display().to_string(),
-                    reason,
-                }
-            }
-            other => other,
-        }
+        self.store.fill(e)
     }
 
     /// Checks that this handle's path still names the file it opened (one
@@ -461,33 +341,11 @@ impl Ledger {
     /// nothing: the handle is done; open a new one (after the restore steps
     /// in README, "Backup and restore").
     pub fn check_file(&self) -> Result<()> {
-        let now = FileId::of(&self.file_path);
-        if now.as_ref().ok() == Some(&self.file_id) {
-            return Ok(());
-        }
-        let what = match now {
-            Ok(_) => "was replaced by another file",
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was removed",
-            Err(_) => "can no longer be read",
-        };
-        Err(Error::StoreFile {
-            path: self.path.display().to_string(),
-            reason: format!("the database file {what} since this handle opened it; nothing was read or written through the stale handle"),
-            hint: "open the database again (restart the command or `logbook mcp serve`); if a backup was moved into place while logbook ran, see README \"Backup and restore\" first".into(),
-        })
+        self.store.check_file()
     }
 
     fn now_ms(&self) -> i64 {
         self.opts.clock.now_ms()
-    }
-
-    /// A counter that changes whenever another connection commits
-    /// (`PRAGMA data_version`): what a follower waits on between reads.
-    ///
-    /// # Errors
-    /// The store's.
-    fn data_version(&self) -> Result<i64> {
-        store::feed::data_version(&self.conn).map_err(|e| self.db_err(e))
     }
 
     /// The query plan of a listing (SQLite's `EXPLAIN QUERY PLAN`).
@@ -495,77 +353,16 @@ impl Ledger {
     /// # Errors
     /// The store's.
     fn explain_list_query(&self, q: &store::rows::ListQuery) -> Result<Vec<String>> {
-        store::list::explain(&self.conn, q).map_err(|e| self.db_err(e))
+        self.store.explain_list_query(q)
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction; commits on `Ok`, rolls
-    /// back on `Err` (before returning).
-    ///
-    /// Writers of this and other logbook processes queue on the sidecar
-    /// writer lock first (see `store::writelock`); the whole wait, queue and
-    /// SQLite lock together, is bounded by the busy timeout.
+    /// Runs `f` in one write transaction ([`Store::write`]).
     fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        if self.read_only {
-            return Err(Error::StoreIo {
-                context: "the database was opened read-only (--read-only); this command writes"
-                    .into(),
-            });
-        }
-        let deadline = store::busy::start(self.opts.busy_timeout_ms);
-        let held = match self.writer_lock.borrow_mut().acquire(deadline) {
-            Ok(Some(h)) => Some(h),
-            Ok(None) => {
-                return Err(Error::Busy {
-                    timeout_ms: self.opts.busy_timeout_ms,
-                })
-            }
-            // The lock file cannot be used (e.g. a read-only folder): go on
-            // with SQLite's own locking alone.
-            Err(_) => None,
-        };
-        self.write_locked(f, held)
-    }
-
-    fn write_locked<T>(
-        &self,
-        f: impl FnOnce(&mut dyn Tx) -> Result<T>,
-        held: Option<store::writelock::Held>,
-    ) -> Result<T> {
-        let release = |held: Option<store::writelock::Held>| {
-            if let Some(h) = held {
-                self.writer_lock.borrow_mut().release(h);
-            }
-        };
-        let tx = match Txn::immediate(&self.conn) {
-            Ok(tx) => tx,
-            Err(e) => {
-                release(held);
-                return Err(self.db_err(e));
-            }
-        };
-        // Inside the write transaction: a replaced file is refused before
-        // anything is written, and the check cannot be overtaken by a
-        // write of this handle.
-        let out = match self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx))) {
-            Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
-            Err(e) => {
-                let _ = tx.rollback();
-                Err(e)
-            }
-        };
-        // Released after COMMIT: handing the queue over earlier lets the next
-        // writer poll SQLite's lock during this commit, which measured slower.
-        release(held);
-        out
+        self.store.write(f)
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
     fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        store::busy::start(self.opts.busy_timeout_ms);
-        let tx = Txn::read(&self.conn).map_err(|e| self.db_err(e))?;
-        let out = self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx)));
-        // Ending a read transaction cannot lose anything; ignore its result.
-        let _ = tx.rollback();
-        out
+        self.store.read(f)
     }
 }

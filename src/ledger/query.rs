@@ -2,8 +2,7 @@
 
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::redact::redact;
-use crate::store::query::{self as sql, QueryError, QueryResult};
+use crate::store::query::{self as sql, QueryResult};
 
 impl Ledger {
     /// Runs one read-only SQL statement on a connection opened with
@@ -24,24 +23,8 @@ impl Ledger {
         if !(1..=3_600_000).contains(&timeout_ms) {
             return Err(Error::invalid("timeout_ms", "must be from 1 to 3600000"));
         }
-        self.check_file()?;
-        let own;
-        let conn = if self.read_only {
-            &self.conn
-        } else {
-            own = crate::store::open::open_read_only(&self.path, self.opts.busy_timeout_ms)?;
-            &own
-        };
-        sql::run(conn, text, timeout_ms).map_err(|e| match e {
-            QueryError::Refused(why) => Error::invalid("sql", why),
-            QueryError::Db(e) => match e.sqlite_error_code() {
-                Some(rusqlite::ffi::ErrorCode::DatabaseBusy)
-                | Some(rusqlite::ffi::ErrorCode::DatabaseLocked)
-                | Some(rusqlite::ffi::ErrorCode::DatabaseCorrupt)
-                | Some(rusqlite::ffi::ErrorCode::NotADatabase)
-                | Some(rusqlite::ffi::ErrorCode::SystemIoFailure) => self.db_err(e),
-                _ => Error::invalid("sql", redact(&e.to_string()).into_owned()),
-            },
-        })
+        match &self.store {
+            crate::store::Store::Sqlite(s) => s.query(text, timeout_ms),
+        }
     }
 }

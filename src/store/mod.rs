@@ -19,6 +19,7 @@ pub mod codec;
 pub mod events;
 pub mod feed;
 pub mod files;
+pub mod handle;
 pub mod list;
 pub mod migrate;
 pub mod open;
@@ -27,12 +28,14 @@ pub mod query;
 pub mod rows;
 pub mod runs;
 pub mod sessions;
+pub mod sqlite_store;
 pub mod sqlite_tx;
 pub mod transfer;
 pub mod tx;
 pub mod workflow;
 pub mod writelock;
 
+pub use handle::{OpenOptions, Store};
 pub use open::{open, StoreConfig, SyncMode};
 
 use crate::error::{LatestEvent, Result};

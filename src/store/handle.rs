@@ -1,0 +1,180 @@
+//! [`Store`]: one open database, whichever backend holds it — what a
+//! [`crate::Ledger`] runs its transactions on.
+//!
+//! The ledger sees only this type and [`super::Tx`]: it opens a store from
+//! a location, runs closures in write and read transactions, waits for
+//! other writers' commits, and asks the SQLite store for the few things
+//! only a file has (doctor's file checks, backup, pragmas).
+
+use super::rows::ListQuery;
+use super::sqlite_store::{SqliteOpen, SqliteStore};
+use super::{SyncMode, Tx};
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// A SQLite file's path.
+    pub path: PathBuf,
+    /// How long a write waits for the lock (or retries a transient server
+    /// error), in ms.
+    pub busy_timeout_ms: u64,
+    /// SQLite's `synchronous`.
+    pub sync: SyncMode,
+    /// SQLite's WAL checkpoint interval, pages (0: none).
+    pub wal_autocheckpoint_pages: u32,
+    /// SQLite's page cache, KiB.
+    pub page_cache_kib: u32,
+    /// Create the database when it is missing.
+    pub create: bool,
+    /// Open for reading only: never create, migrate or write.
+    pub read_only: bool,
+}
+
+/// One open database.
+#[derive(Debug)]
+pub enum Store {
+    /// A SQLite file (SPEC §1): the embedded default.
+    Sqlite(SqliteStore),
+}
+
+impl Store {
+    /// Opens the database `o` names.
+    ///
+    /// # Errors
+    /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY.
+    pub fn open(o: &OpenOptions) -> Result<Store> {
+        if o.read_only {
+            return SqliteStore::open_read_only(&o.path, o.busy_timeout_ms).map(Store::Sqlite);
+        }
+        SqliteStore::open(&SqliteOpen {
+            path: o.path.clone(),
+            busy_timeout_ms: o.busy_timeout_ms,
+            sync: o.sync,
+            wal_autocheckpoint_pages: o.wal_autocheckpoint_pages,
+            page_cache_kib: o.page_cache_kib,
+            create: o.create,
+        })
+        .map(Store::Sqlite)
+    }
+
+    /// The SQLite store, for what only a file has; `None` on a server.
+    pub fn sqlite(&self) -> Option<&SqliteStore> {
+        match self {
+            Store::Sqlite(s) => Some(s),
+        }
+    }
+
+    /// The SQLite store or INVALID_ARGUMENT naming `what` (a verb only a
+    /// SQLite file has).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT on a server.
+    pub fn sqlite_for(&self, what: &str) -> Result<&SqliteStore> {
+        self.sqlite().ok_or_else(|| {
+            Error::invalid("db", format!("{what} works on a SQLite database file only"))
+        })
+    }
+
+    /// Where the database is, for messages and reports: the file's path,
+    /// or the server's URL without its password.
+    pub fn location(&self) -> String {
+        match self {
+            Store::Sqlite(s) => s.path().display().to_string(),
+        }
+    }
+
+    /// The database file, when it is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.sqlite().map(SqliteStore::path)
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Store::Sqlite(s) => s.is_read_only(),
+        }
+    }
+
+    /// Fills the location and busy timeout into an error raised with
+    /// placeholders.
+    pub fn fill(&self, e: Error) -> Error {
+        match self {
+            Store::Sqlite(s) => s.fill(e),
+        }
+    }
+
+    /// Checks that the store still is the one this handle opened (SQLite:
+    /// the path names the same file).
+    ///
+    /// # Errors
+    /// STORE_IO ([`Error::StoreFile`]).
+    pub fn check_file(&self) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.check_file(),
+        }
+    }
+
+    /// Runs `f` in one write transaction; commits on `Ok`, rolls back on
+    /// `Err`.
+    ///
+    /// # Errors
+    /// STORE_IO when read-only; STORE_BUSY; `f`'s.
+    pub fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.write(f),
+        }
+    }
+
+    /// Runs `f` in one read transaction (one consistent snapshot).
+    ///
+    /// # Errors
+    /// `f`'s; the store's.
+    pub fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.read(f),
+        }
+    }
+
+    /// A mark that changes whenever another handle commits (SQLite:
+    /// `PRAGMA data_version`).
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn change_mark(&self) -> Result<i64> {
+        match self {
+            Store::Sqlite(s) => s.data_version(),
+        }
+    }
+
+    /// Waits up to `poll` for a commit after `seen` (a [`Store::change_mark`]);
+    /// whether one came.
+    ///
+    /// # Errors
+    /// STORE_IO when the database file was replaced or removed (no more
+    /// commits can come through this handle); the store's.
+    pub fn wait_for_change(&self, seen: i64, poll: Duration) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => {
+                std::thread::sleep(poll);
+                // A replaced file gets no more commits through this
+                // connection's file: without this a follower would go
+                // silent instead of failing.
+                s.check_file()?;
+                Ok(s.data_version()? != seen)
+            }
+        }
+    }
+
+    /// The query plan of a listing.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn explain_list_query(&self, q: &ListQuery) -> Result<Vec<String>> {
+        match self {
+            Store::Sqlite(s) => s.explain_list_query(q),
+        }
+    }
+}
