@@ -285,18 +285,23 @@ impl Ledger {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut snapshot = report.clone();
-        let range = self
+        // Each attempt starts from the report and deferrals as they were:
+        // a store may run the transaction again (a server's transient
+        // error), and only the attempt that commits counts.
+        let (range, snapshot, later) = self
             .write(|tx| {
+                let mut snapshot = report.clone();
+                let mut later = Vec::new();
                 let after = tx.max_insert_seq()?;
-                for item in batch {
-                    apply(tx, item, written, after, &mut snapshot, deferred)?;
+                for item in &batch {
+                    apply(tx, item, written, after, &mut snapshot, &mut later)?;
                 }
-                Ok((after, tx.max_insert_seq()?))
+                Ok(((after, tx.max_insert_seq()?), snapshot, later))
             })
             .map_err(|e| self.fill_path(e))?;
         written.batches.push(range);
         *report = snapshot;
+        deferred.extend(later);
         progress(report);
         Ok(())
     }
@@ -305,7 +310,7 @@ impl Ledger {
 /// Applies one item inside the batch's transaction.
 fn apply(
     tx: &mut dyn Tx,
-    item: Item,
+    item: &Item,
     written: &Written,
     open_after: i64,
     report: &mut ImportReport,
@@ -319,10 +324,11 @@ fn apply(
         loc,
         raw,
     } = item;
+    let line = *line;
     let rows = match rows {
         Ok(r) => r,
         Err(b) => {
-            report.reject(rejection(&file, line, session_id, b));
+            report.reject(rejection(file, line, session_id.clone(), b.clone()));
             return Ok(());
         }
     };
@@ -330,7 +336,7 @@ fn apply(
     match tx.find_insert_seq(&rows.session_id)? {
         Some(seq) if written.contains(seq, open_after) => {
             let b = Bad::new("session_id", "appears more than once in this input");
-            report.reject(rejection(&file, line, id, b));
+            report.reject(rejection(file, line, id, b));
             return Ok(());
         }
         Some(_) => {
@@ -342,9 +348,9 @@ fn apply(
     if let Some(p) = &rows.parent_session_id {
         if !tx.session_exists(p)? {
             deferred.push(Deferred {
-                loc,
-                raw,
-                file,
+                loc: loc.clone(),
+                raw: raw.clone(),
+                file: file.clone(),
                 line,
                 session_id: id,
             });
@@ -357,12 +363,12 @@ fn apply(
                 format!("runs[{i}].run_id"),
                 "is already the id of a run in the database (of another session)",
             );
-            report.reject(rejection(&file, line, id, b));
+            report.reject(rejection(file, line, id, b));
             return Ok(());
         }
     }
     tx.savepoint()?;
-    match tx.insert_session_rows(&rows) {
+    match tx.insert_session_rows(rows) {
         Ok(true) => {
             tx.release_savepoint()?;
             report.imported += 1;
@@ -375,7 +381,7 @@ fn apply(
                 "record",
                 "was refused by the database (a constraint or trigger failed)",
             );
-            report.reject(rejection(&file, line, id, b));
+            report.reject(rejection(file, line, id, b));
         }
         Err(e) => {
             let _ = tx.rollback_to_savepoint();

@@ -357,12 +357,12 @@ impl Ledger {
     }
 
     /// Runs `f` in one write transaction ([`Store::write`]).
-    fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         self.store.write(f)
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
-    fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    fn read<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         self.store.read(f)
     }
 }

@@ -288,11 +288,11 @@ impl Ledger {
     pub(super) fn mutate<P, T>(
         &self,
         op: Op<'_>,
-        pre: impl FnOnce(&mut dyn Tx) -> Result<P>,
-        body: impl FnOnce(&mut Write<'_, '_>, P) -> Result<T>,
+        mut pre: impl FnMut(&mut dyn Tx) -> Result<P>,
+        mut body: impl FnMut(&mut Write<'_, '_>, P) -> Result<T>,
         replay: &mut ReplayRead<'_, T>,
     ) -> Result<Written<T>> {
-        self.write(|tx| self.mutate_in(tx, op, pre, body, replay))
+        self.write(|tx| self.mutate_in(tx, op, &mut pre, &mut body, replay))
             .map_err(|e| self.fill_path(e))
     }
 
@@ -305,8 +305,8 @@ impl Ledger {
         &self,
         tx: &mut dyn Tx,
         op: Op<'_>,
-        pre: impl FnOnce(&mut dyn Tx) -> Result<P>,
-        body: impl FnOnce(&mut Write<'_, '_>, P) -> Result<T>,
+        mut pre: impl FnMut(&mut dyn Tx) -> Result<P>,
+        mut body: impl FnMut(&mut Write<'_, '_>, P) -> Result<T>,
         replay: &mut ReplayRead<'_, T>,
     ) -> Result<Written<T>> {
         if let Some(hit) = replay_hit(tx, op.id, op.m.idempotency_key.as_deref(), op.digest)? {

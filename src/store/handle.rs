@@ -120,9 +120,15 @@ impl Store {
     /// Runs `f` in one write transaction; commits on `Ok`, rolls back on
     /// `Err`.
     ///
+    /// `f` may run more than once: a server's transient failure
+    /// (serialization, deadlock, a connection lost before COMMIT) rolls the
+    /// transaction back and runs it again within the busy timeout. So `f`
+    /// changes nothing outside the transaction but through what it
+    /// returns.
+    ///
     /// # Errors
     /// STORE_IO when read-only; STORE_BUSY; `f`'s.
-    pub fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    pub fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         match self {
             Store::Sqlite(s) => s.write(f),
         }
@@ -132,7 +138,7 @@ impl Store {
     ///
     /// # Errors
     /// `f`'s; the store's.
-    pub fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    pub fn read<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         match self {
             Store::Sqlite(s) => s.read(f),
         }

@@ -280,7 +280,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// STORE_IO when opened read-only; STORE_BUSY; `f`'s.
-    pub fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    pub fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::StoreIo {
                 context: "the database was opened read-only (--read-only); this command writes"
@@ -304,7 +304,7 @@ impl SqliteStore {
 
     fn write_locked<T>(
         &self,
-        f: impl FnOnce(&mut dyn Tx) -> Result<T>,
+        mut f: impl FnMut(&mut dyn Tx) -> Result<T>,
         held: Option<Held>,
     ) -> Result<T> {
         let release = |held: Option<Held>| {
@@ -339,7 +339,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// STORE_IO when the file was replaced; `f`'s.
-    pub fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    pub fn read<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         super::busy::start(self.busy_timeout_ms);
         let tx = Txn::read(&self.conn).map_err(|e| self.db_err(e))?;
         let out = self
