@@ -287,6 +287,15 @@ fn check(p: &Probe) -> Result<bool> {
     Ok(rows.len() == list.len())
 }
 
+/// Whether the schema is current (every embedded migration applied):
+/// what a read-only open requires, as it may not migrate.
+///
+/// # Errors
+/// As [`migrate`]'s refusals (foreign, newer or divergent schema).
+pub fn is_current(client: &mut Client) -> Result<bool> {
+    check(&probe(client)?)
+}
+
 /// Brings the connection's schema (`current_schema()`) to [`LATEST_VERSION`]:
 /// nothing when it is current, else every pending migration in one
 /// transaction under `pg_advisory_lock(`[`MIGRATION_LOCK_KEY`]`)`, which is
