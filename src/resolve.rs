@@ -94,14 +94,33 @@ struct FileResolver {
     missing_exit: Option<i32>,
 }
 
-/// Where the configuration lives for a database at `db`:
-/// `$LOGBOOK_CONFIG` when set and non-empty, else `logbook.toml` beside it.
-pub fn config_path(db: &Path) -> PathBuf {
-    match std::env::var_os("LOGBOOK_CONFIG").filter(|v| !v.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => db
-            .parent()
-            .map_or_else(|| PathBuf::from("logbook.toml"), |d| d.join("logbook.toml")),
+/// Where the configuration lives for a database at `db` (`None`: on a
+/// server): `$LOGBOOK_CONFIG` when set and non-empty, else `logbook.toml`
+/// beside the database file; for a server, `$XDG_CONFIG_HOME/logbook/
+/// logbook.toml` (else `$HOME/.config/logbook/logbook.toml`, else
+/// `logbook.toml` in the current folder).
+pub fn config_path(db: Option<&Path>) -> PathBuf {
+    if let Some(p) = std::env::var_os("LOGBOOK_CONFIG").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let here = || PathBuf::from("logbook.toml");
+    match db {
+        Some(db) => db.parent().map_or_else(here, |d| d.join("logbook.toml")),
+        None => {
+            let var = |k| {
+                std::env::var_os(k)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            };
+            match (
+                var("XDG_CONFIG_HOME").filter(|p| p.is_absolute()),
+                var("HOME"),
+            ) {
+                (Some(x), _) => x.join("logbook").join("logbook.toml"),
+                (None, Some(h)) => h.join(".config").join("logbook").join("logbook.toml"),
+                (None, None) => here(),
+            }
+        }
     }
 }
 

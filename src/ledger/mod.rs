@@ -87,12 +87,15 @@ pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 
 /// How to open a [`Ledger`].
 ///
-/// Spec: §1 (storage), §6 (library).
-#[derive(Debug, Clone)]
+/// `Debug` shows `path` with any password taken out.
+///
+/// Spec: §1 (storage), §6 (library), §7 (backends).
+#[derive(Clone)]
 pub struct LedgerOptions {
-    /// The database file. `None` resolves it as SPEC §1 says: `$LOGBOOK_DB`,
-    /// else `$XDG_DATA_HOME/logbook/logbook.db`, else
-    /// `$HOME/.local/share/logbook/logbook.db`.
+    /// The database: a SQLite file's path, or a PostgreSQL server's
+    /// `postgres://` / `postgresql://` URL (SPEC §7). `None` resolves it as
+    /// SPEC §1 says: `$LOGBOOK_DB`, else `$XDG_DATA_HOME/logbook/logbook.db`,
+    /// else `$HOME/.local/share/logbook/logbook.db`.
     pub path: Option<PathBuf>,
     /// How long a write waits for the lock before STORE_BUSY, in ms.
     pub busy_timeout_ms: u64,
@@ -115,6 +118,25 @@ pub struct LedgerOptions {
     /// sessions or batches: once triggered they stop there with
     /// INTERRUPTED (issue 13 §13). Default: never triggered.
     pub interrupt: crate::interrupt::Interrupt,
+}
+
+impl std::fmt::Debug for LedgerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self
+            .path
+            .as_ref()
+            .map(|p| store::postgres::location::redacted(&p.to_string_lossy()));
+        f.debug_struct("LedgerOptions")
+            .field("path", &path)
+            .field("busy_timeout_ms", &self.busy_timeout_ms)
+            .field("sync", &self.sync)
+            .field("actor", &self.actor)
+            .field("clock", &self.clock)
+            .field("wal_autocheckpoint_pages", &self.wal_autocheckpoint_pages)
+            .field("page_cache_kib", &self.page_cache_kib)
+            .field("interrupt", &self.interrupt)
+            .finish()
+    }
 }
 
 impl Default for LedgerOptions {

@@ -162,7 +162,7 @@ impl Ledger {
             if external.is_empty() {
                 return Ok(view);
             }
-            let resolvers = Resolvers::load(&config_path(&self.path))?;
+            let resolvers = Resolvers::load(&config_path(self.store.path()))?;
             if resolvers.by_kind.is_empty() {
                 return Ok(view);
             }

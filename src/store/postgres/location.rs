@@ -30,6 +30,46 @@ pub fn is_url(location: &str) -> bool {
     lower("postgres://") || lower("postgresql://")
 }
 
+/// `url` with any password taken out (`postgres://user:***@host/db`, a
+/// `password=` query item's value too): what `Debug` of the options shows
+/// before the URL is parsed. Text that is not a PostgreSQL URL is returned
+/// as it is.
+pub fn redacted(url: &str) -> String {
+    if !is_url(url) {
+        return url.to_owned();
+    }
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (auth, tail) = rest.split_at(auth_end);
+    let auth = match auth.rfind('@') {
+        Some(at) => {
+            let (user, host) = auth.split_at(at);
+            match user.split_once(':') {
+                Some((name, _)) => format!("{name}:***{host}"),
+                None => auth.to_owned(),
+            }
+        }
+        None => auth.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let items: Vec<String> = query
+                .split('&')
+                .map(|item| match item.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => item.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", items.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{}{auth}{tail}", &url[..scheme_end])
+}
+
 /// How the connection is protected, from the URL's `sslmode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tls {
@@ -407,6 +447,17 @@ mod tests {
         ] {
             assert!(!is_url(no), "{no}");
         }
+    }
+
+    #[test]
+    fn redacted_takes_out_every_password() {
+        assert_eq!(
+            redacted("postgres://bob:s3cr@t@db:5432/l?password=p2&sslmode=require"),
+            "postgres://bob:***@db:5432/l?password=***&sslmode=require"
+        );
+        assert_eq!(redacted("postgresql://bob@db/l"), "postgresql://bob@db/l");
+        assert_eq!(redacted("postgres://db"), "postgres://db");
+        assert_eq!(redacted("/var/lib/ledger.db"), "/var/lib/ledger.db");
     }
 
     #[test]

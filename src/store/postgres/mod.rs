@@ -10,4 +10,5 @@
 pub mod errors;
 pub mod location;
 pub mod migrate;
+pub mod query;
 pub mod tls;
