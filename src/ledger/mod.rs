@@ -483,8 +483,10 @@ impl Ledger {
     /// back on `Err` (before returning).
     ///
     /// Writers of this and other logbook processes queue on the sidecar
-    /// writer lock first (see `store::writelock`); the whole wait, queue and
-    /// SQLite lock together, is bounded by the busy timeout.
+    /// writer lock first (see `store::writelock`), held from before
+    /// `BEGIN IMMEDIATE` to after `COMMIT`/`ROLLBACK` and never between
+    /// writes; the whole wait, queue and SQLite lock together, is bounded by
+    /// the busy timeout.
     fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::StoreIo {
@@ -492,7 +494,7 @@ impl Ledger {
                     .into(),
             });
         }
-        let deadline = store::busy::start(self.opts.busy_timeout_ms);
+        let deadline = store::busy::deadline(self.opts.busy_timeout_ms);
         let held = match self.writer_lock.borrow_mut().acquire(deadline) {
             Ok(Some(h)) => Some(h),
             Ok(None) => {
@@ -504,45 +506,35 @@ impl Ledger {
             // with SQLite's own locking alone.
             Err(_) => None,
         };
-        self.write_locked(f, held)
+        let out = self.write_locked(f, deadline);
+        // Released after COMMIT: handing the queue over earlier lets the next
+        // writer poll SQLite's lock during this commit, which measured slower.
+        drop(held);
+        out
     }
 
     fn write_locked<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T>,
-        held: Option<store::writelock::Held>,
+        deadline: std::time::Instant,
     ) -> Result<T> {
-        let release = |held: Option<store::writelock::Held>| {
-            if let Some(h) = held {
-                self.writer_lock.borrow_mut().release(h);
-            }
-        };
-        let tx = match Tx::immediate(&self.conn) {
-            Ok(tx) => tx,
-            Err(e) => {
-                release(held);
-                return Err(self.db_err(e));
-            }
-        };
+        // SQLite's lock gets what is left of the busy timeout.
+        let tx = store::busy::begin_immediate(&self.conn, deadline, self.opts.busy_timeout_ms)
+            .map_err(|e| self.db_err(e))?;
         // Inside the write transaction: a replaced file is refused before
         // anything is written, and the check cannot be overtaken by a
         // write of this handle.
-        let out = match self.check_file().and_then(|()| f(&tx)) {
+        match self.check_file().and_then(|()| f(&tx)) {
             Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();
                 Err(e)
             }
-        };
-        // Released after COMMIT: handing the queue over earlier lets the next
-        // writer poll SQLite's lock during this commit, which measured slower.
-        release(held);
-        out
+        }
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        store::busy::start(self.opts.busy_timeout_ms);
         let tx = Tx::read(&self.conn).map_err(|e| self.db_err(e))?;
         let out = self.check_file().and_then(|()| f(&tx));
         // Ending a read transaction cannot lose anything; ignore its result.
