@@ -4,7 +4,7 @@
 //! 1. create missing parent folders with mode 0700;
 //! 2. create the file with mode 0600 (tighten an existing looser file, and its
 //!    `-wal`/`-shm`; SQLite gives those the DB file's mode);
-//! 3. open, install the busy handler, `foreign_keys=ON`;
+//! 3. open, set the busy timeout, `foreign_keys=ON`;
 //! 4. read-only probes: SQLite header, `application_id`, `user_version`, so a
 //!    foreign, corrupt or newer DB is refused before anything is written;
 //! 5. `journal_mode=WAL` (checked), `synchronous`, `journal_size_limit`;
@@ -186,7 +186,6 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     // Before SQLite opens them: a read-only -shm would make this connection
     // a reader only.
     ensure_companions_owner_rw(&cfg.path);
-    busy::start(cfg.busy_timeout_ms);
     let display = cfg.path.display().to_string();
     let db_err = |e: rusqlite::Error| {
         unwritable_storage(&e, &cfg.path)
@@ -203,7 +202,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     .map_err(db_err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(db_err)?;
-    let probe = match checked_probe(&mut conn, &display, db_err) {
+    let probe = match checked_probe(&mut conn, cfg.busy_timeout_ms, &display, db_err) {
         Ok(p) => p,
         Err(e @ Error::Corrupt { .. }) => {
             // Closing the last connection would checkpoint the WAL into
@@ -242,15 +241,17 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
 }
 
 /// What every connection does before it trusts the file, read-write or
-/// read-only: install the busy handler, check B-tree cells on read (damage
-/// is STORE_CORRUPT instead of trusted; a full check is `integrity_check`),
-/// and refuse a foreign or newer database without writing anything.
+/// read-only: set the busy timeout (`busy.rs`), check B-tree cells on read
+/// (damage is STORE_CORRUPT instead of trusted; a full check is
+/// `integrity_check`), and refuse a foreign or newer database without
+/// writing anything.
 fn checked_probe(
     conn: &mut Connection,
+    busy_timeout_ms: u64,
     display: &str,
     db_err: impl Fn(rusqlite::Error) -> Error,
 ) -> Result<migrate::Probe> {
-    conn.busy_handler(Some(busy::handler)).map_err(&db_err)?;
+    busy::set_timeout(conn, busy_timeout_ms).map_err(&db_err)?;
     conn.pragma_update(None, "cell_size_check", true)
         .map_err(&db_err)?;
     let probe = migrate::probe(conn).map_err(&db_err)?;
@@ -496,7 +497,6 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
         }
         Err(e) => return Err(io_err(format!("cannot read {display}"), e)),
     }
-    busy::start(busy_timeout_ms);
     let db_err = |e: rusqlite::Error| with_path(Error::from_sqlite(e, busy_timeout_ms), &display);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     #[allow(clippy::disallowed_methods)]
@@ -540,7 +540,7 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
     conn.pragma_update(None, "query_only", true)
         .map_err(db_err)?;
     let _ = conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0);
-    let probe = checked_probe(&mut conn, &display, db_err)?;
+    let probe = checked_probe(&mut conn, busy_timeout_ms, &display, db_err)?;
     if probe.user_version < migrate::latest_version() {
         return Err(Error::StoreIo {
             context: format!(

@@ -14,7 +14,7 @@ use super::files::FileId;
 use super::rows::ListQuery;
 use super::sqlite_tx::SqliteTx;
 use super::tx::Txn;
-use super::writelock::{Held, WriterLock};
+use super::writelock::WriterLock;
 use super::{admin, list, open, query, StoreConfig, SyncMode, Tx};
 use crate::error::{Error, Result};
 use rusqlite::Connection;
@@ -275,8 +275,10 @@ impl SqliteStore {
     /// back on `Err` (before returning).
     ///
     /// Writers of this and other logbook processes queue on the sidecar
-    /// writer lock first (see `store::writelock`); the whole wait, queue and
-    /// SQLite lock together, is bounded by the busy timeout.
+    /// writer lock first (see `store::writelock`), held from before
+    /// `BEGIN IMMEDIATE` to after `COMMIT`/`ROLLBACK` and never between
+    /// writes; the whole wait, queue and SQLite lock together, is bounded by
+    /// the busy timeout.
     ///
     /// # Errors
     /// STORE_IO when opened read-only; STORE_BUSY; `f`'s.
@@ -287,7 +289,7 @@ impl SqliteStore {
                     .into(),
             });
         }
-        let deadline = super::busy::start(self.busy_timeout_ms);
+        let deadline = super::busy::deadline(self.busy_timeout_ms);
         let held = match self.writer_lock.borrow_mut().acquire(deadline) {
             Ok(Some(h)) => Some(h),
             Ok(None) => {
@@ -299,40 +301,31 @@ impl SqliteStore {
             // with SQLite's own locking alone.
             Err(_) => None,
         };
-        self.write_locked(f, held)
+        let out = self.write_locked(f, deadline);
+        // Released after COMMIT: handing the queue over earlier lets the next
+        // writer poll SQLite's lock during this commit, which measured slower.
+        drop(held);
+        out
     }
 
     fn write_locked<T>(
         &self,
         mut f: impl FnMut(&mut dyn Tx) -> Result<T>,
-        held: Option<Held>,
+        deadline: std::time::Instant,
     ) -> Result<T> {
-        let release = |held: Option<Held>| {
-            if let Some(h) = held {
-                self.writer_lock.borrow_mut().release(h);
-            }
-        };
-        let tx = match Txn::immediate(&self.conn) {
-            Ok(tx) => tx,
-            Err(e) => {
-                release(held);
-                return Err(self.db_err(e));
-            }
-        };
+        // SQLite's lock gets what is left of the busy timeout.
+        let tx = super::busy::begin_immediate(&self.conn, deadline, self.busy_timeout_ms)
+            .map_err(|e| self.db_err(e))?;
         // Inside the write transaction: a replaced file is refused before
         // anything is written, and the check cannot be overtaken by a
         // write of this handle.
-        let out = match self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx))) {
+        match self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx))) {
             Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();
                 Err(self.fill(e))
             }
-        };
-        // Released after COMMIT: handing the queue over earlier lets the next
-        // writer poll SQLite's lock during this commit, which measured slower.
-        release(held);
-        out
+        }
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
@@ -340,7 +333,6 @@ impl SqliteStore {
     /// # Errors
     /// STORE_IO when the file was replaced; `f`'s.
     pub fn read<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        super::busy::start(self.busy_timeout_ms);
         let tx = Txn::read(&self.conn).map_err(|e| self.db_err(e))?;
         let out = self
             .check_file()

@@ -1,7 +1,11 @@
 //! Real OS processes racing on one database file.
 
 use crate::common::*;
+use logbook::{CheckpointRequest, ErrorCode, Ledger, LedgerOptions, Mutation};
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 fn cli(env: &TestEnv, db: &std::path::Path, args: &[&str]) -> Command {
     let mut c = env.command();
@@ -166,13 +170,12 @@ fn many_processes_create_a_brand_new_db_at_once() {
 }
 
 /// Long-lived library writers (one `Ledger` per process, as an agent runs
-/// it) stream checkpoints into one session at once. Once a writer has had to
-/// wait, it keeps the writer lock across consecutive writes for a turn and
-/// hands it over when the turn ends (`store::writelock`): every write still
-/// lands exactly once, in each process's own order, with rev and seqs
-/// contiguous — and every process gets turns, or it would not finish.
+/// it) stream checkpoints into one session at once, queued on the writer
+/// lock (`store::writelock`): every write lands exactly once, in each
+/// process's own order, with rev and seqs contiguous — and every process
+/// gets the lock, or it would not finish.
 #[test]
-fn streaming_library_writers_take_turns_and_all_land() {
+fn streaming_library_writers_all_land_in_order() {
     let env = TestEnv::new();
     let id = env.create("t");
     let (procs, each) = (6u64, 150u64);
@@ -221,4 +224,173 @@ fn streaming_library_writers_take_turns_and_all_land() {
             "writer {p}'s steps in the timeline"
         );
     }
+}
+
+// ------------------------------------------------------------ the writer queue
+
+/// The writer lock file of the database at `db`: `<canonical path>-lock`.
+fn lock_file(db: &Path) -> PathBuf {
+    PathBuf::from(format!(
+        "{}-lock",
+        std::fs::canonicalize(db).unwrap().display()
+    ))
+}
+
+/// Another holder of the writer queue: a file description of the test's own.
+fn hold_queue(db: &Path) -> File {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(lock_file(db))
+        .unwrap();
+    f.lock().unwrap();
+    f
+}
+
+fn opts(db: &Path, busy_timeout_ms: u64) -> LedgerOptions {
+    LedgerOptions {
+        busy_timeout_ms,
+        ..LedgerOptions::at(db)
+    }
+}
+
+fn step(n: &str) -> CheckpointRequest {
+    CheckpointRequest {
+        step: Some(n.into()),
+        ..Default::default()
+    }
+}
+
+/// A writer that gives up waiting for the writer queue (STORE_BUSY) leaves
+/// no lock behind: its waiting thread releases the lock it gets late, or
+/// hands it to the same handle's next write.
+#[test]
+fn abandoned_queue_waits_leave_no_lock_behind() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let a = Ledger::open(opts(env.path(), 200)).unwrap();
+    for round in 0..3 {
+        let holder = hold_queue(env.path());
+        let t = Instant::now();
+        let e = a
+            .checkpoint(&s, step("blocked"), &Mutation::default())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::StoreBusy, "round {round}");
+        assert!(t.elapsed() >= Duration::from_millis(200));
+        drop(holder);
+        if round == 1 {
+            // Give the abandoned waiter time to get and release the lock.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Both this handle and a fresh one can write again at once.
+        a.checkpoint(&s, step("a"), &Mutation::default()).unwrap();
+        let b = Ledger::open(opts(env.path(), 200)).unwrap();
+        b.checkpoint(&s, step("b"), &Mutation::default()).unwrap();
+    }
+    assert_eq!(assert_rev_matches_events(&env, &s), 7);
+}
+
+/// The lock file is named from the database's canonical path, so writers
+/// that reach one database through a symlink, a symlinked folder or `..`
+/// queue on one lock: while the queue is held, each of them waits and gets
+/// STORE_BUSY at its timeout (exit 4) and writes nothing; once it is free,
+/// each of them writes.
+#[test]
+fn writers_through_any_spelling_of_the_path_queue_on_one_lock() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let d = env.dir.path();
+    std::os::unix::fs::symlink(env.path(), d.join("link.db")).unwrap();
+    std::os::unix::fs::symlink(d, d.join("dirlink")).unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    let spellings = [
+        d.join("link.db"),
+        d.join("dirlink/ledger.db"),
+        d.join("sub/../link.db"),
+        env.path().to_path_buf(),
+    ];
+    let write = |db: &Path, n: &str| -> Run {
+        let mut c = env.command();
+        c.env("LOGBOOK_BUSY_TIMEOUT_MS", "200")
+            .arg("--db")
+            .arg(db)
+            .args(["session", "checkpoint", &s, "--step", n, "--json"]);
+        c.output().unwrap().into()
+    };
+    let holder = hold_queue(env.path());
+    for db in &spellings {
+        assert_error(&write(db, "blocked"), "STORE_BUSY", 4);
+    }
+    assert!(!d.join("link.db-lock").exists());
+    assert_eq!(assert_rev_matches_events(&env, &s), 1);
+    drop(holder);
+    for (i, db) in spellings.iter().enumerate() {
+        write(db, &format!("s{i}")).data();
+    }
+    assert_eq!(assert_rev_matches_events(&env, &s), 5);
+}
+
+/// A lock file that cannot be used (here a folder in its place) does not
+/// stop writes: they go on with SQLite's own locking, which still orders
+/// them and waits for the busy timeout.
+#[test]
+fn an_unusable_lock_file_falls_back_to_sqlite_locking() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let lock = lock_file(env.path());
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    let a = Ledger::open(opts(env.path(), 5000)).unwrap();
+    a.checkpoint(&s, step("a"), &Mutation::default()).unwrap();
+    // Another client holds SQLite's write lock: a short timeout runs out…
+    let other = env.sql();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let short = Ledger::open(opts(env.path(), 200)).unwrap();
+    let t = Instant::now();
+    let e = short
+        .checkpoint(&s, step("blocked"), &Mutation::default())
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::StoreBusy);
+    assert!(t.elapsed() >= Duration::from_millis(200));
+    // … and a writer with time left waits until the lock is released.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    a.checkpoint(&s, step("b"), &Mutation::default()).unwrap();
+    release.join().unwrap();
+    assert_eq!(assert_rev_matches_events(&env, &s), 3);
+    assert!(lock.is_dir());
+}
+
+/// One busy timeout bounds the whole wait: the queue, then SQLite's own
+/// lock (held here by another client) gets only what is left of it.
+#[test]
+fn one_busy_timeout_bounds_the_queue_and_sqlite_waits_together() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    let a = Ledger::open(opts(env.path(), 2000)).unwrap();
+    let other = env.sql();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let holder = hold_queue(env.path());
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(holder);
+    });
+    let t = Instant::now();
+    let e = a
+        .checkpoint(&s, step("blocked"), &Mutation::default())
+        .unwrap_err();
+    let waited = t.elapsed();
+    assert_eq!(e.code(), ErrorCode::StoreBusy);
+    release.join().unwrap();
+    // The queue took 1.5 s of the 2 s; a fresh 2 s for SQLite's lock would
+    // end at 3.5 s.
+    assert!(waited >= Duration::from_millis(2000), "{waited:?}");
+    assert!(waited < Duration::from_millis(3000), "{waited:?}");
+    other.execute_batch("ROLLBACK").unwrap();
+    a.checkpoint(&s, step("a"), &Mutation::default()).unwrap();
+    assert_eq!(assert_rev_matches_events(&env, &s), 2);
 }
