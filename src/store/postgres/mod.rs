@@ -5,9 +5,12 @@
 //! views and invariants as `migrations/sqlite/`; docs/schema.md,
 //! "PostgreSQL"), applied under an advisory lock ([`migrate`]). The URL is
 //! parsed by [`location`], TLS set up by [`tls`], and server errors
-//! classified by [`errors`].
+//! classified by [`errors`]. The store interface over one server
+//! transaction is [`tx::PgTx`], its SQL in [`sql`].
 
 pub mod errors;
 pub mod location;
 pub mod migrate;
 pub mod tls;
+pub mod sql;
+pub mod tx;
