@@ -42,6 +42,7 @@ mod pg;
 mod pg_schema;
 mod pg_triggers;
 mod pg_tx;
+mod pg_tx_concurrency;
 mod pg_tx_reads;
 mod pg_tx_script;
 mod pg_views;

@@ -105,6 +105,28 @@ impl Backend {
         }
     }
 
+    /// Waits until the feed's horizon is past every event written so far
+    /// (PostgreSQL): the horizon is the oldest transaction running on the
+    /// whole server, and other tests run transactions in their own
+    /// databases meanwhile. Bounded; SQLite needs no wait.
+    pub fn settle(&mut self) {
+        let Backend::Pg(client, _) = self else { return };
+        for _ in 0..6000 {
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM events \
+                     WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot())",
+                    &[],
+                )
+                .unwrap();
+            if row.get::<_, i64>(0) == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the feed's horizon never passed this test's writes");
+    }
+
     /// The PostgreSQL database, if this is that backend.
     pub fn pg_db(&self) -> Option<&PgDb> {
         match self {

@@ -39,11 +39,17 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
         let from = [SessionStatus::Pending];
         mutation(tx, log, S2, &from, at(T0 + 900), event(S2, "x.touch"));
         // A checkpoint that records a snapshot whose row is missing.
-        let e = NewEvent { data: Some(CHECKPOINT_DATA), ..event(S1, "checkpoint") };
+        let e = NewEvent {
+            data: Some(CHECKPOINT_DATA),
+            ..event(S1, "checkpoint")
+        };
         mutation(tx, log, S1, &[SessionStatus::Active], at(T0 + 950), e);
     });
     let q = |f: &dyn Fn(&mut ListQuery)| {
-        let mut q = ListQuery { limit: 2, ..ListQuery::default() };
+        let mut q = ListQuery {
+            limit: 2,
+            ..ListQuery::default()
+        };
         f(&mut q);
         q
     };
@@ -51,14 +57,24 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
         let (page, next) = log.put("list created", tx.list_sessions(&q(&|_| {})).unwrap());
         assert_eq!(ids(&page), [S5, S4]);
         assert_eq!(next, Some((T0 + 30, 4)));
-        let (page, next) = log.put("list created 2", tx.list_sessions(&q(&|q| q.after = next)).unwrap());
+        let (page, next) = log.put(
+            "list created 2",
+            tx.list_sessions(&q(&|q| q.after = next)).unwrap(),
+        );
         assert_eq!(ids(&page), [S3, S2]);
-        let (page, _) = log.put("list created 3", tx.list_sessions(&q(&|q| q.after = next)).unwrap());
+        let (page, _) = log.put(
+            "list created 3",
+            tx.list_sessions(&q(&|q| q.after = next)).unwrap(),
+        );
         assert_eq!(ids(&page), [S1]);
-        let (page, _) = log.put("list updated", tx.list_sessions(&q(&|q| {
-            q.order = Order::Updated;
-            q.limit = 3;
-        })).unwrap());
+        let (page, _) = log.put(
+            "list updated",
+            tx.list_sessions(&q(&|q| {
+                q.order = Order::Updated;
+                q.limit = 3;
+            }))
+            .unwrap(),
+        );
         assert_eq!(ids(&page), [S1, S2, S5]);
         let cases: [(&str, &dyn Fn(&mut ListQuery)); 10] = [
             ("status", &|q| q.statuses = vec!["pending".into()]),
@@ -95,7 +111,9 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
         for (name, f) in cases {
             log.put(&format!("list {name}"), tx.list_sessions(&q(f)).unwrap());
         }
-        let (page, _) = tx.list_sessions(&q(&|q| q.tag = Some("beta".into()))).unwrap();
+        let (page, _) = tx
+            .list_sessions(&q(&|q| q.tag = Some("beta".into())))
+            .unwrap();
         assert_eq!(ids(&page), [S5, S4]);
     });
     b.read(|tx| {
@@ -118,17 +136,39 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
         })
         .unwrap();
         assert_eq!(log.put("walk_chain S1 stopped", one).len(), 2);
-        assert_eq!(log.put("sessions_page", tx.sessions_page("", 2).unwrap()).len(), 2);
+        assert_eq!(
+            log.put("sessions_page", tx.sessions_page("", 2).unwrap())
+                .len(),
+            2
+        );
         log.put("sessions_page after", tx.sessions_page(S2, 10).unwrap());
-        assert!(log.put("first_orphan_event", tx.first_orphan_event().unwrap()).is_none());
+        assert!(log
+            .put("first_orphan_event", tx.first_orphan_event().unwrap())
+            .is_none());
         let links = log.put("snapshot_links", tx.snapshot_links(S1).unwrap());
         assert_eq!((links[0].0, links[0].3), (1, Some(9)));
-        assert_eq!(log.put("first_missing_snapshot", tx.first_missing_snapshot(S1).unwrap()), Some(2));
-        assert_eq!(log.put("first_missing_snapshot none", tx.first_missing_snapshot(S2).unwrap()), None);
+        assert_eq!(
+            log.put(
+                "first_missing_snapshot",
+                tx.first_missing_snapshot(S1).unwrap()
+            ),
+            Some(2)
+        );
+        assert_eq!(
+            log.put(
+                "first_missing_snapshot none",
+                tx.first_missing_snapshot(S2).unwrap()
+            ),
+            None
+        );
         log.put("select_snapshots", tx.select_snapshots(S1).unwrap());
-        log.put("find_snapshot", tx.find_snapshot(S1, Some(1)).unwrap()).unwrap();
-        log.put("find_snapshot newest", tx.find_snapshot(S1, None).unwrap()).unwrap();
-        assert!(log.put("find_snapshot none", tx.find_snapshot(S1, Some(2)).unwrap()).is_none());
+        log.put("find_snapshot", tx.find_snapshot(S1, Some(1)).unwrap())
+            .unwrap();
+        log.put("find_snapshot newest", tx.find_snapshot(S1, None).unwrap())
+            .unwrap();
+        assert!(log
+            .put("find_snapshot none", tx.find_snapshot(S1, Some(2)).unwrap())
+            .is_none());
     });
     feed(b, log);
 }
@@ -141,9 +181,12 @@ fn ids(page: &[logbook::Session]) -> Vec<String> {
 /// `max_scan`, one session's events; positions compared by event id.
 fn feed(b: &mut Backend, log: &mut Log) {
     let pg = b.is_pg();
+    b.settle();
     b.read(|tx| {
         let mut all = |_: &logbook::Event| true;
-        let first = tx.scan_feed(FeedPos::default(), 3, 50_000, &mut all).unwrap();
+        let first = tx
+            .scan_feed(FeedPos::default(), 3, 50_000, &mut all)
+            .unwrap();
         log.put("scan_feed", feed_norm(pg, &first));
         let rest = tx.scan_feed(first.1, 100, 50_000, &mut all).unwrap();
         log.put("scan_feed rest", feed_norm(pg, &rest));
@@ -158,13 +201,18 @@ fn feed(b: &mut Backend, log: &mut Log) {
         let found = tx.scan_feed(cut.1, 10, 50_000, &mut cps).unwrap();
         log.put("scan_feed filtered", feed_norm(pg, &found));
         assert_eq!(found.0.len(), 2);
-        let s1 = tx.scan_feed_session(S1, FeedPos::default(), 10, &mut all).unwrap();
+        let s1 = tx
+            .scan_feed_session(S1, FeedPos::default(), 10, &mut all)
+            .unwrap();
         let s1_ids: Vec<i64> = s1.iter().map(|(p, _)| p.event_id).collect();
         log.put("scan_feed_session", &s1_ids);
         assert_eq!(s1_ids.len(), 3);
         let from = s1[1].0;
         let tail = tx.scan_feed_session(S1, from, 1, &mut all).unwrap();
-        assert_eq!(log.put("scan_feed_session after", tail[0].0.event_id), s1_ids[2]);
+        assert_eq!(
+            log.put("scan_feed_session after", tail[0].0.event_id),
+            s1_ids[2]
+        );
         let pos = tx.feed_pos_of_event(4).unwrap().unwrap();
         assert_eq!(pos.event_id, 4);
         assert_eq!(pos, rest.0[0].0);
@@ -173,11 +221,17 @@ fn feed(b: &mut Backend, log: &mut Log) {
         if pg {
             // Above every committed event's transaction, event id 0; an
             // event id that names nothing has no position.
-            assert!(horizon.tx > last.tx && horizon.event_id == 0, "{horizon:?} {last:?}");
+            assert!(
+                horizon.tx > last.tx && horizon.event_id == 0,
+                "{horizon:?} {last:?}"
+            );
             assert_eq!(tx.feed_pos_of_event(9999).unwrap(), None);
         } else {
             assert_eq!(horizon, last);
-            assert_eq!(tx.feed_pos_of_event(9999).unwrap(), Some(FeedPos::event(9999)));
+            assert_eq!(
+                tx.feed_pos_of_event(9999).unwrap(),
+                Some(FeedPos::event(9999))
+            );
         }
     });
 }
@@ -209,10 +263,19 @@ pub fn import_rows(id: &str, run: &str) -> SessionRows {
         actor_id: None,
         rev: 4,
         checkpoint_seq: Some(1),
-        refs: vec![RefRow { kind: "plan", id: "pl".into(), linked_seq: 1 }],
+        refs: vec![RefRow {
+            kind: "plan",
+            id: "pl".into(),
+            linked_seq: 1,
+        }],
         final_result: Some("ok".into()),
         end_reason: None,
-        usage: Usage { input_tokens: 3, output_tokens: 4, api_calls: 1, duration_ms: 9 },
+        usage: Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            api_calls: 1,
+            duration_ms: 9,
+        },
         created_at_ms: T0 - 1000,
         updated_at_ms: T0 - 500,
         ended_at_ms: Some(T0 - 500),
@@ -290,14 +353,35 @@ pub fn export_and_import(b: &mut Backend, log: &mut Log) {
     checkpoint(b, log);
     let pg = b.is_pg();
     b.read(|tx| {
-        let (s, cp) = log.put("find_session_export", tx.find_session_export(S1).unwrap()).unwrap();
+        let (s, cp) = log
+            .put("find_session_export", tx.find_session_export(S1).unwrap())
+            .unwrap();
         assert_eq!((s.rev, cp), (2, Some(1)));
-        assert!(log.put("find_session_export none", tx.find_session_export(S9).unwrap()).is_none());
-        assert_eq!(log.put("select_refs_full", tx.select_refs_full(S1).unwrap()).len(), 3);
-        assert_eq!(log.put("select_events_full", tx.select_events_full(S1).unwrap()).len(), 2);
+        assert!(log
+            .put(
+                "find_session_export none",
+                tx.find_session_export(S9).unwrap()
+            )
+            .is_none());
+        assert_eq!(
+            log.put("select_refs_full", tx.select_refs_full(S1).unwrap())
+                .len(),
+            3
+        );
+        assert_eq!(
+            log.put("select_events_full", tx.select_events_full(S1).unwrap())
+                .len(),
+            2
+        );
         log.put("select_workflow", tx.select_workflow(S1).unwrap());
-        assert_eq!(log.put("find_insert_seq", tx.find_insert_seq(S3).unwrap()), Some(3));
-        assert_eq!(log.put("find_insert_seq none", tx.find_insert_seq(S9).unwrap()), None);
+        assert_eq!(
+            log.put("find_insert_seq", tx.find_insert_seq(S3).unwrap()),
+            Some(3)
+        );
+        assert_eq!(
+            log.put("find_insert_seq none", tx.find_insert_seq(S9).unwrap()),
+            None
+        );
         assert_eq!(log.put("max_insert_seq", tx.max_insert_seq().unwrap()), 3);
     });
     let good = import_rows(S7, R7);
@@ -335,7 +419,8 @@ pub fn export_and_import(b: &mut Backend, log: &mut Log) {
     });
     b.read(|tx| {
         for id in [S7, S8] {
-            log.put("find_session_export", tx.find_session_export(id).unwrap()).unwrap();
+            log.put("find_session_export", tx.find_session_export(id).unwrap())
+                .unwrap();
             log.put("select_refs_full", tx.select_refs_full(id).unwrap());
             log.put("select_events_full", tx.select_events_full(id).unwrap());
             log.put("select_workflow", tx.select_workflow(id).unwrap());
@@ -350,6 +435,9 @@ pub fn export_and_import(b: &mut Backend, log: &mut Log) {
         .unwrap();
         log.put("walk_chain imported", chain);
         let s = tx.find_session(S7).unwrap().unwrap();
-        assert_eq!((s.status, s.rev, s.plan_ids.len()), (SessionStatus::Completed, 4, 1));
+        assert_eq!(
+            (s.status, s.rev, s.plan_ids.len()),
+            (SessionStatus::Completed, 4, 1)
+        );
     });
 }

@@ -11,6 +11,6 @@
 pub mod errors;
 pub mod location;
 pub mod migrate;
-pub mod tls;
 pub mod sql;
+pub mod tls;
 pub mod tx;

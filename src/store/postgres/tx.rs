@@ -15,13 +15,18 @@
 //! [`Tx::select_session_state`], which locks the session's row (`FOR NO
 //! KEY UPDATE`, the lock an UPDATE of non-key columns takes) until COMMIT:
 //! the next seq (max + 1) and the chain's previous hash are then read under
-//! that lock. It is also the statement that gives the transaction its id:
-//! a row lock waited for takes the id only once granted, so writers of one
-//! session get increasing ids in the order they append, and the feed's
-//! `(tx_id, event_id)` order agrees with each session's seq order. (An
-//! UPDATE, by contrast, takes the id before it waits: a write transaction
-//! must not write before this lock. Where the first write is the guarded
-//! UPDATE itself — `fork` — [`PgTx`] takes the lock first.)
+//! that lock, each statement in a snapshot taken after it (READ
+//! COMMITTED). It is also the statement that gives the transaction its id
+//! (`events.tx_id`), and it must come before any other write: a row lock
+//! waited for takes the id only once granted, so writers of one session
+//! get increasing ids in the order they append, and the feed's `(tx_id,
+//! event_id)` order agrees with each session's seq order (which
+//! [`Tx::scan_feed_session`] relies on). A plain UPDATE that waits for a
+//! row takes its id before waiting; the guarded UPDATE of `sessions` does
+//! not, because the table has BEFORE UPDATE row triggers, for which
+//! PostgreSQL locks the row first — so a write whose first statement is
+//! that UPDATE (`fork`) keeps the order too
+//! (`tests/it/pg_tx_concurrency.rs` pins both).
 //!
 //! ## Errors
 //!
@@ -56,8 +61,6 @@ pub struct PgTx<'c> {
     client: &'c mut Client,
     write: bool,
     location: &'c str,
-    /// Whether the transaction has its id: a row lock or a write succeeded.
-    xid: bool,
     failure: Option<Failure>,
 }
 
@@ -80,7 +83,6 @@ impl<'c> PgTx<'c> {
             client,
             write,
             location: "",
-            xid: false,
             failure: None,
         }
     }
@@ -160,10 +162,7 @@ impl<'c> PgTx<'c> {
     /// Runs a statement; returns the rows it changed.
     pub(crate) fn exec(&mut self, sql: &str, p: &[Param<'_>]) -> Result<u64> {
         match self.client.execute_typed(sql, p) {
-            Ok(n) => {
-                self.xid = true;
-                Ok(n)
-            }
+            Ok(n) => Ok(n),
             Err(e) => Err(self.fail(&e)),
         }
     }
@@ -180,11 +179,7 @@ impl<'c> PgTx<'c> {
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
-        let out = self.client.query_typed(sql, p);
-        if out.is_ok() {
-            self.xid = true;
-        }
-        out
+        self.client.query_typed(sql, p)
     }
 
     /// As [`PgTx::exec`], returning the driver's error unrecorded.
@@ -193,28 +188,14 @@ impl<'c> PgTx<'c> {
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<u64, postgres::Error> {
-        let out = self.client.execute_typed(sql, p);
-        if out.is_ok() {
-            self.xid = true;
-        }
-        out
-    }
-
-    /// Marks the transaction as holding its id (a row lock was granted).
-    pub(crate) fn locked(&mut self) {
-        self.xid = true;
-    }
-
-    /// Whether the transaction has its id yet.
-    pub(crate) fn has_xid(&self) -> bool {
-        self.xid
+        self.client.execute_typed(sql, p)
     }
 
 }
 
 use super::sql::{
-    chain as pc, events as pe, feed as pf, list as pl, runs as pr, sessions as ps,
-    transfer as pt, workflow as pw,
+    chain as pc, events as pe, feed as pf, list as pl, runs as pr, sessions as ps, transfer as pt,
+    workflow as pw,
 };
 use crate::error::LatestEvent;
 use crate::model::{Event, Run, Session, Usage};
@@ -244,13 +225,9 @@ impl PgTx<'_> {
         row.map(|r| super::sql::col(&r, 0)).transpose()
     }
 
-    /// Runs one of the fixed savepoint statements (which take no
-    /// transaction id).
+    /// Runs one of the fixed savepoint statements.
     fn savepoint_stmt(&mut self, sql: &str) -> Result<()> {
-        match self.client.execute_typed(sql, &[]) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(self.fail(&e)),
-        }
+        self.exec(sql, &[]).map(|_| ())
     }
 }
 
@@ -302,7 +279,11 @@ impl Tx for PgTx<'_> {
     }
 
     fn ref_exists(&mut self, id: &str, kind: &str, ref_id: &str) -> Result<bool> {
-        let p: [Param<'_>; 3] = [(&id, Type::TEXT), (&kind, Type::TEXT), (&ref_id, Type::TEXT)];
+        let p: [Param<'_>; 3] = [
+            (&id, Type::TEXT),
+            (&kind, Type::TEXT),
+            (&ref_id, Type::TEXT),
+        ];
         Ok(self.row(ps::REF_EXISTS, &p)?.is_some())
     }
 
@@ -435,7 +416,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn delete_lease(&mut self, id: &str) -> Result<()> {
-        self.exec(pw::DELETE_LEASE, &[(&id, Type::TEXT)]).map(|_| ())
+        self.exec(pw::DELETE_LEASE, &[(&id, Type::TEXT)])
+            .map(|_| ())
     }
 
     fn select_budget(&mut self, id: &str) -> Result<Option<BudgetRow>> {

@@ -85,7 +85,11 @@ pub fn walk(
             )?,
             None => tx.rows(
                 WALK_ALL,
-                &[(&pos.0, Type::TEXT), (&pos.1, Type::INT8), (&PAGE, Type::INT8)],
+                &[
+                    (&pos.0, Type::TEXT),
+                    (&pos.1, Type::INT8),
+                    (&PAGE, Type::INT8),
+                ],
             )?,
         };
         let n = rows.len();

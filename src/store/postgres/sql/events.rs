@@ -187,7 +187,11 @@ pub fn latest_event(tx: &mut PgTx<'_>, id: &str) -> Result<Option<LatestEvent>> 
 /// What `key` produced on `session_id`.
 pub fn find_key(tx: &mut PgTx<'_>, key: &str, session_id: &str) -> Result<Option<KeyHit>> {
     let k = key_sha256(key);
-    let Some(r) = tx.row(SELECT_BY_KEY, &[(&k, Type::TEXT), (&session_id, Type::TEXT)])? else {
+    let Some(r) = tx.row(
+        SELECT_BY_KEY,
+        &[(&k, Type::TEXT), (&session_id, Type::TEXT)],
+    )?
+    else {
         return Ok(None);
     };
     Ok(Some(KeyHit {

@@ -26,8 +26,7 @@ macro_rules! run_select {
 pub const SELECT_RUN: &str = run_select!("WHERE run_id = $1");
 
 /// Every run of a session, in creation order.
-pub const SELECT_RUNS_OF_SESSION: &str =
-    run_select!("WHERE session_id = $1 ORDER BY insert_seq");
+pub const SELECT_RUNS_OF_SESSION: &str = run_select!("WHERE session_id = $1 ORDER BY insert_seq");
 
 /// The session's running run.
 pub const SELECT_RUNNING_RUN: &str = run_select!("WHERE session_id = $1 AND status = 'running'");
@@ -85,7 +84,10 @@ pub const UPDATE_RUN_SESSION_ENDED: &str = "UPDATE runs SET status = 'cancelled'
 /// Maps a row of `run_select!`.
 pub fn map_run(row: &Row) -> Result<Run> {
     let id: String = col(row, 0)?;
-    let error = match (col::<Option<String>>(row, 5)?, col::<Option<String>>(row, 6)?) {
+    let error = match (
+        col::<Option<String>>(row, 5)?,
+        col::<Option<String>>(row, 6)?,
+    ) {
         (None, None) => None,
         (code, message) => Some(RunError {
             code: code.unwrap_or_default(),
@@ -155,7 +157,12 @@ pub fn insert_run(
 }
 
 /// A guarded run UPDATE: how many rows it changed.
-pub fn update_run(tx: &mut PgTx<'_>, run_id: &str, change: RunChange<'_>, at: i64) -> Result<usize> {
+pub fn update_run(
+    tx: &mut PgTx<'_>,
+    run_id: &str,
+    change: RunChange<'_>,
+    at: i64,
+) -> Result<usize> {
     let (id, at) = (&run_id, &at);
     let n = match change {
         RunChange::Start => tx.exec(UPDATE_RUN_START, &[(id, Type::TEXT), (at, Type::INT8)]),

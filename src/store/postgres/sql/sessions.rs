@@ -7,11 +7,11 @@
 //! round trip costs more than a join).
 
 use super::super::tx::PgTx;
+use super::workflow::lease_at;
 use super::{borrow, col, extracted_text, Param, Params};
 use crate::error::Result;
 use crate::model::{Actor, ActorType, Checkpoint, Session, SessionId, SessionStatus, Usage};
 use crate::store::codec::{empty_object, json_of_text, list_of_text};
-use super::workflow::lease_at;
 use crate::store::rows::{ChildRow, SessionState};
 use crate::store::{SessionChange, SessionGuard, SessionRow};
 use postgres::types::Type;
@@ -120,10 +120,6 @@ pub const SELECT_STATE_FOR_READ: &str = "SELECT s.status, s.rev, s.updated_at_ms
      l.hostname, l.acquired_at_ms, l.expires_at_ms, l.acquired_seq, s.rev \
      FROM sessions s LEFT JOIN session_leases l ON l.session_id = s.session_id \
      WHERE s.session_id = $1";
-
-/// Locks the session's row before a write transaction's first UPDATE of
-/// it, so the transaction takes its id once the lock is granted.
-pub const LOCK_SESSION: &str = "SELECT 1 FROM sessions WHERE session_id = $1 FOR NO KEY UPDATE";
 
 fn status_of(s: &str) -> SessionStatus {
     // The schema's CHECK admits only known statuses.
@@ -302,8 +298,18 @@ pub fn session_update(id: &str, g: SessionGuard<'_>, c: &SessionChange<'_>) -> (
         );
     }
     if let Some(u) = c.usage {
-        bind(&mut sql, "input_tokens", Box::new(u.input_tokens), Type::INT8);
-        bind(&mut sql, "output_tokens", Box::new(u.output_tokens), Type::INT8);
+        bind(
+            &mut sql,
+            "input_tokens",
+            Box::new(u.input_tokens),
+            Type::INT8,
+        );
+        bind(
+            &mut sql,
+            "output_tokens",
+            Box::new(u.output_tokens),
+            Type::INT8,
+        );
         bind(&mut sql, "api_calls", Box::new(u.api_calls), Type::INT8);
         bind(&mut sql, "duration_ms", Box::new(u.duration_ms), Type::INT8);
     }
@@ -323,18 +329,16 @@ pub fn session_update(id: &str, g: SessionGuard<'_>, c: &SessionChange<'_>) -> (
     (sql, p)
 }
 
-/// Runs the guarded UPDATE: whether a row matched. A write transaction
-/// that has no id yet locks the row first (module docs of `tx`).
+/// Runs the guarded UPDATE: whether a row matched. (Waiting for the row,
+/// it takes no transaction id until the row is granted: the BEFORE UPDATE
+/// triggers of `sessions` make PostgreSQL lock it first; module docs of
+/// `tx`.)
 pub fn update_session(
     tx: &mut PgTx<'_>,
     id: &str,
     g: SessionGuard<'_>,
     c: &SessionChange<'_>,
 ) -> Result<bool> {
-    if tx.is_write() && !tx.has_xid() {
-        tx.rows(LOCK_SESSION, &[(&id, Type::TEXT)])?;
-        tx.locked();
-    }
     let (sql, p) = session_update(id, g, c);
     Ok(tx.exec_dyn(&sql, &p)? == 1)
 }
@@ -350,9 +354,6 @@ pub fn select_session_state(tx: &mut PgTx<'_>, id: &str) -> Result<Option<Sessio
     let Some(row) = tx.row(sql, &[(&id, Type::TEXT)])? else {
         return Ok(None);
     };
-    if write {
-        tx.locked();
-    }
     let rev: i64 = col(&row, 1)?;
     let lease = if col::<Option<i64>>(&row, 13)? == Some(rev) {
         lease_at(&row, 7)?

@@ -6,9 +6,9 @@
 use super::super::tx::PgTx;
 use super::col;
 use crate::error::Result;
+use crate::model::Usage;
 use crate::store::rows::{BudgetRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
 use crate::store::BudgetLimits;
-use crate::model::Usage;
 use postgres::types::Type;
 use postgres::Row;
 
@@ -189,9 +189,12 @@ pub fn select_gates(tx: &mut PgTx<'_>, id: &str) -> Result<Vec<GateFull>> {
 
 /// The latest round of gate `name`.
 pub fn find_latest_gate(tx: &mut PgTx<'_>, id: &str, name: &str) -> Result<Option<GateRow>> {
-    tx.row(SELECT_LATEST_GATE, &[(&id, Type::TEXT), (&name, Type::TEXT)])?
-        .map(|r| map_gate(&r))
-        .transpose()
+    tx.row(
+        SELECT_LATEST_GATE,
+        &[(&id, Type::TEXT), (&name, Type::TEXT)],
+    )?
+    .map(|r| map_gate(&r))
+    .transpose()
 }
 
 /// The newest pending gate.
