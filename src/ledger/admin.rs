@@ -430,7 +430,10 @@ impl Ledger {
     /// # Errors
     /// STORE_IO when the path cannot be resolved.
     pub fn own_files(&self) -> Result<DbFiles> {
-        DbFiles::of(&self.path)
+        match self.store.path() {
+            Some(p) => DbFiles::of(p),
+            None => Ok(DbFiles::none()),
+        }
     }
 
     /// The modes of a database's files (`DB`, `-wal`, `-shm`, `-lock`), for

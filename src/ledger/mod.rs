@@ -298,6 +298,11 @@ impl Ledger {
             create,
             read_only,
         })?;
+        // A server's URL is kept without its password (path() is shown).
+        let path = match store.path() {
+            Some(_) => path,
+            None => PathBuf::from(store.location()),
+        };
         Ok(Ledger { store, path, opts })
     }
 
@@ -324,7 +329,8 @@ impl Ledger {
         self.store.sqlite().map_or((0, 0), |s| s.wal_checkpoints())
     }
 
-    /// The database file this handle uses.
+    /// The database file this handle uses; on a server, its URL without
+    /// the password.
     pub fn path(&self) -> &Path {
         &self.path
     }

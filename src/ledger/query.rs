@@ -23,8 +23,6 @@ impl Ledger {
         if !(1..=3_600_000).contains(&timeout_ms) {
             return Err(Error::invalid("timeout_ms", "must be from 1 to 3600000"));
         }
-        match &self.store {
-            crate::store::Store::Sqlite(s) => s.query(text, timeout_ms),
-        }
+        self.store.query(text, timeout_ms)
     }
 }

@@ -64,27 +64,35 @@ fn is_compact(text: &str) -> bool {
 /// Reads an optional JSON column as a raw value, always compact (so `--json`
 /// output stays one line even after a hand edit added line breaks).
 pub fn opt_json(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<Box<RawValue>>> {
-    Ok(opt_text(row, idx)?.map(|t| {
-        let t = if is_compact(&t) {
-            t
-        } else {
-            match serde_json::from_str::<serde_json::Value>(&t) {
-                Ok(v) => v.to_string(),
-                Err(_) => return fallback_raw(t),
-            }
-        };
-        match RawValue::from_string(t.clone()) {
-            Ok(v) => v,
-            Err(_) => fallback_raw(t),
+    Ok(opt_text(row, idx)?.map(json_of_text))
+}
+
+/// A JSON column's text as a raw value, always compact; text that does not
+/// parse becomes a JSON string holding it. Driver-free: every backend reads
+/// its JSON columns through this.
+pub fn json_of_text(t: String) -> Box<RawValue> {
+    let t = if is_compact(&t) {
+        t
+    } else {
+        match serde_json::from_str::<serde_json::Value>(&t) {
+            Ok(v) => v.to_string(),
+            Err(_) => return fallback_raw(t),
         }
-    }))
+    };
+    match RawValue::from_string(t.clone()) {
+        Ok(v) => v,
+        Err(_) => fallback_raw(t),
+    }
 }
 
 /// Reads a JSON array of strings (tags); anything else reads as empty.
 pub fn string_list(row: &Row<'_>, idx: usize) -> rusqlite::Result<Vec<String>> {
-    Ok(opt_text(row, idx)?
-        .and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok())
-        .unwrap_or_default())
+    Ok(opt_text(row, idx)?.map(list_of_text).unwrap_or_default())
+}
+
+/// A JSON array of strings' text as the strings; anything else is empty.
+pub fn list_of_text(t: String) -> Vec<String> {
+    serde_json::from_str::<Vec<String>>(&t).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -162,6 +162,11 @@ impl DbFiles {
         Ok(DbFiles { files })
     }
 
+    /// No files (a database on a server).
+    pub fn none() -> DbFiles {
+        DbFiles { files: Vec::new() }
+    }
+
     /// Refuses an output path that names the database or one of its
     /// companions: by its resolved path (through `..` and symlinks, the
     /// destination existing or not) or, when it exists, by (device, inode)

@@ -6,6 +6,8 @@
 //! other writers' commits, and asks the SQLite store for the few things
 //! only a file has (doctor's file checks, backup, pragmas).
 
+use super::postgres::location::is_url;
+use super::postgres::store::PgStore;
 use super::rows::ListQuery;
 use super::sqlite_store::{SqliteOpen, SqliteStore};
 use super::{SyncMode, Tx};
@@ -16,7 +18,8 @@ use std::time::Duration;
 /// How to open a store.
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
-    /// A SQLite file's path.
+    /// A SQLite file's path, or a `postgres://` / `postgresql://` URL
+    /// (SPEC §7).
     pub path: PathBuf,
     /// How long a write waits for the lock (or retries a transient server
     /// error), in ms.
@@ -34,18 +37,28 @@ pub struct OpenOptions {
 }
 
 /// One open database.
+// One per Ledger, opened once and never moved in a loop: the variants'
+// sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Store {
     /// A SQLite file (SPEC §1): the embedded default.
     Sqlite(SqliteStore),
+    /// A PostgreSQL database (SPEC §7).
+    Postgres(PgStore),
 }
 
 impl Store {
     /// Opens the database `o` names.
     ///
     /// # Errors
-    /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY.
+    /// STORE_IO, STORE_CORRUPT, STORE_VERSION_TOO_NEW, STORE_BUSY; on a
+    /// server also INVALID_ARGUMENT (a malformed URL) and STORE_UNAVAILABLE.
     pub fn open(o: &OpenOptions) -> Result<Store> {
+        if let Some(url) = o.path.to_str().filter(|p| is_url(p)) {
+            return PgStore::open(url, o.busy_timeout_ms, o.create, o.read_only)
+                .map(Store::Postgres);
+        }
         if o.read_only {
             return SqliteStore::open_read_only(&o.path, o.busy_timeout_ms).map(Store::Sqlite);
         }
@@ -64,6 +77,7 @@ impl Store {
     pub fn sqlite(&self) -> Option<&SqliteStore> {
         match self {
             Store::Sqlite(s) => Some(s),
+            Store::Postgres(_) => None,
         }
     }
 
@@ -83,6 +97,7 @@ impl Store {
     pub fn location(&self) -> String {
         match self {
             Store::Sqlite(s) => s.path().display().to_string(),
+            Store::Postgres(p) => p.location().to_owned(),
         }
     }
 
@@ -95,6 +110,7 @@ impl Store {
     pub fn is_read_only(&self) -> bool {
         match self {
             Store::Sqlite(s) => s.is_read_only(),
+            Store::Postgres(p) => p.is_read_only(),
         }
     }
 
@@ -103,6 +119,7 @@ impl Store {
     pub fn fill(&self, e: Error) -> Error {
         match self {
             Store::Sqlite(s) => s.fill(e),
+            Store::Postgres(p) => p.fill(e),
         }
     }
 
@@ -114,6 +131,7 @@ impl Store {
     pub fn check_file(&self) -> Result<()> {
         match self {
             Store::Sqlite(s) => s.check_file(),
+            Store::Postgres(_) => Ok(()),
         }
     }
 
@@ -131,6 +149,7 @@ impl Store {
     pub fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         match self {
             Store::Sqlite(s) => s.write(f),
+            Store::Postgres(p) => p.write(f),
         }
     }
 
@@ -141,17 +160,19 @@ impl Store {
     pub fn read<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         match self {
             Store::Sqlite(s) => s.read(f),
+            Store::Postgres(p) => p.read(f),
         }
     }
 
     /// A mark that changes whenever another handle commits (SQLite:
-    /// `PRAGMA data_version`).
+    /// `PRAGMA data_version`; a server: the notifications received).
     ///
     /// # Errors
     /// The store's.
     pub fn change_mark(&self) -> Result<i64> {
         match self {
             Store::Sqlite(s) => s.data_version(),
+            Store::Postgres(p) => p.change_mark(),
         }
     }
 
@@ -171,6 +192,7 @@ impl Store {
                 s.check_file()?;
                 Ok(s.data_version()? != seen)
             }
+            Store::Postgres(p) => p.wait_for_change(seen, poll),
         }
     }
 
@@ -181,6 +203,25 @@ impl Store {
     pub fn explain_list_query(&self, q: &ListQuery) -> Result<Vec<String>> {
         match self {
             Store::Sqlite(s) => s.explain_list_query(q),
+            Store::Postgres(_) => Err(Error::invalid(
+                "explain",
+                "query plans are shown for a SQLite database only (on a server: EXPLAIN in psql)",
+            )),
+        }
+    }
+
+    /// Runs one read-only statement for `logbook sql` (SQLite: a
+    /// `query_only` connection with a progress handler; a server: a READ
+    /// ONLY transaction with `statement_timeout`), interrupted after
+    /// `timeout_ms`.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (a statement that would write or the engine
+    /// rejects); STORE_BUSY; STORE_IO; STORE_UNAVAILABLE.
+    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<super::query::QueryResult> {
+        match self {
+            Store::Sqlite(s) => s.query(text, timeout_ms),
+            Store::Postgres(p) => p.query(text, timeout_ms),
         }
     }
 }

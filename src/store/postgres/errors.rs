@@ -104,3 +104,30 @@ pub fn final_error(class: Class, location: &str, busy_timeout_ms: u64) -> Error 
         Class::Final(e) => e,
     }
 }
+
+/// The error a failed statement of [`super::tx::PgTx`] reaches the caller
+/// as: [`Class::Transient`] is STORE_BUSY with `timeout_ms` 0 and
+/// [`Class::Lost`] STORE_UNAVAILABLE (the Store retries both, then fills in
+/// its busy timeout; [`super::tx::PgTx::failure`] tells it which it was),
+/// [`Class::Final`] its own error.
+pub fn to_error(e: &postgres::Error, location: &str) -> Error {
+    final_error(classify(e, location), location, 0)
+}
+
+/// Whether a driver error is a refusal by the schema: a key, foreign key,
+/// CHECK or NOT NULL constraint (SQLSTATE class 23) or one of logbook's
+/// triggers (class `LB`) — what SQLite reports as a constraint violation.
+pub fn is_refusal(e: &postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        let state = db.code().code();
+        state.starts_with("23") || state.starts_with(TRIGGER_CLASS)
+    })
+}
+
+/// Whether a driver error is a UNIQUE or primary-key violation of the
+/// named constraint.
+pub fn is_unique_violation(e: &postgres::Error, constraint: &str) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        db.code() == &SqlState::UNIQUE_VIOLATION && db.constraint() == Some(constraint)
+    })
+}

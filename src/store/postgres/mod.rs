@@ -5,10 +5,15 @@
 //! views and invariants as `migrations/sqlite/`; docs/schema.md,
 //! "PostgreSQL"), applied under an advisory lock ([`migrate`]). The URL is
 //! parsed by [`location`], TLS set up by [`tls`], and server errors
-//! classified by [`errors`].
+//! classified by [`errors`]. The store interface over one server
+//! transaction is [`tx::PgTx`], its SQL in [`sql`]; [`store::PgStore`] owns
+//! the connection: transactions, retries, reconnects and LISTEN/NOTIFY.
 
 pub mod errors;
 pub mod location;
 pub mod migrate;
 pub mod query;
+pub mod sql;
+pub mod store;
 pub mod tls;
+pub mod tx;

@@ -1,0 +1,437 @@
+//! One open PostgreSQL database (SPEC §7): a connection that comes back
+//! after the server closed it, transactions run again after a transient
+//! failure, and followers woken by LISTEN/NOTIFY.
+//!
+//! Every write is one READ COMMITTED transaction whose first statement
+//! locks the session row (`SELECT … FOR UPDATE`, [`super::tx::PgTx`]), with
+//! `lock_timeout` set to what is left of the busy timeout; every read is one
+//! `REPEATABLE READ READ ONLY` transaction (one snapshot, like SQLite's read
+//! transaction). A failure the server reports for reasons that pass —
+//! serialization failure, deadlock, a lock not had in time, the connection
+//! lost or the server restarting before COMMIT was sent — rolls the
+//! transaction back and runs it again, with a short growing sleep, until the
+//! busy timeout; then STORE_BUSY (contention) or STORE_UNAVAILABLE (no
+//! server). A connection lost after COMMIT was sent is
+//! [`Error::CommitUnknown`]: the write may have been applied, and only the
+//! caller's idempotency key can tell.
+
+use super::errors::{classify, final_error, Class};
+use super::location::PgLocation;
+use super::migrate;
+use super::tls;
+use super::tx::{Failure, PgTx};
+use crate::error::{Error, Result};
+use crate::store::Tx;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls};
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// How long a connection attempt may take when the URL sets no
+/// `connect_timeout`: 10 s (libpq waits forever).
+pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// The `application_name` logbook sets when the URL sets none.
+pub const APPLICATION_NAME: &str = "logbook";
+
+/// The channel `events_notify` notifies (migrations/postgres/V2).
+pub const CHANNEL: &str = "logbook_events";
+
+/// A connection and what it has been told.
+struct Conn {
+    client: Client,
+    /// `LISTEN logbook_events` sent on this connection.
+    listening: bool,
+}
+
+/// An open PostgreSQL database.
+pub struct PgStore {
+    loc: PgLocation,
+    tls: Option<MakeRustlsConnect>,
+    conn: RefCell<Option<Conn>>,
+    busy_timeout_ms: u64,
+    read_only: bool,
+    /// Notifications received (the change mark followers wait on).
+    changes: Cell<i64>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("location", &self.loc.display)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one attempt of a transaction failed.
+enum Failed {
+    /// Roll back, then run it again (if time is left).
+    Again(Class),
+    /// The call fails.
+    Done(Error),
+}
+
+impl PgStore {
+    /// Connects to the server `url` names and brings its schema to this
+    /// logbook's version (under the migration lock); with `read_only`, only
+    /// checks that the schema is current; without `create`, refuses a
+    /// database that holds no ledger yet.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (a malformed URL); STORE_UNAVAILABLE (no server);
+    /// STORE_IO (login refused, TLS, missing database or privilege, no
+    /// ledger, a schema needing a migration on a read-only open);
+    /// STORE_CORRUPT; STORE_VERSION_TOO_NEW.
+    pub fn open(url: &str, busy_timeout_ms: u64, create: bool, read_only: bool) -> Result<Self> {
+        let mut loc = PgLocation::parse(url)?;
+        if loc.config.get_connect_timeout().is_none() {
+            loc.config.connect_timeout(CONNECT_TIMEOUT_DEFAULT);
+        }
+        if loc.config.get_application_name().is_none() {
+            loc.config.application_name(APPLICATION_NAME);
+        }
+        let tls = tls::connector(&loc)?;
+        let store = PgStore {
+            loc,
+            tls,
+            conn: RefCell::new(None),
+            busy_timeout_ms,
+            read_only,
+            changes: Cell::new(0),
+        };
+        let mut client = store
+            .connect()
+            .map_err(|c| final_error(c, &store.loc.display, busy_timeout_ms))?;
+        let place = &store.loc.display;
+        if read_only || !create {
+            if !migrate::is_current(&mut client).map_err(|e| store.fill(e))? {
+                let has_ledger = client
+                    .query_typed_one("SELECT pg_catalog.to_regclass('sessions') IS NOT NULL", &[])
+                    .map(|r| r.get::<_, bool>(0))
+                    .map_err(|e| final_error(classify(&e, place), place, busy_timeout_ms))?;
+                if !has_ledger {
+                    return Err(Error::StoreIo {
+                        context: format!(
+                            "{place} holds no logbook ledger (a writing command creates one)"
+                        ),
+                    });
+                }
+                if read_only {
+                    return Err(Error::StoreIo {
+                        context: format!("{place} needs a schema migration, which a read-only open cannot make: open it once without --read-only"),
+                    });
+                }
+                migrate::migrate(&mut client).map_err(|e| store.fill(e))?;
+            }
+        } else {
+            migrate::migrate(&mut client).map_err(|e| store.fill(e))?;
+        }
+        *store.conn.borrow_mut() = Some(Conn {
+            client,
+            listening: false,
+        });
+        Ok(store)
+    }
+
+    fn connect(&self) -> std::result::Result<Client, Class> {
+        let r = match &self.tls {
+            Some(t) => self.loc.config.connect(t.clone()),
+            None => self.loc.config.connect(NoTls),
+        };
+        r.map_err(|e| classify(&e, &self.loc.display))
+    }
+
+    /// `postgres://user@host:port/db`: the location without its password.
+    pub fn location(&self) -> &str {
+        &self.loc.display
+    }
+
+    /// Whether the handle was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Fills the location and busy timeout into an error raised with
+    /// placeholders.
+    pub fn fill(&self, e: Error) -> Error {
+        match e {
+            Error::Busy { .. } => Error::Busy {
+                timeout_ms: self.busy_timeout_ms,
+            },
+            Error::Corrupt { path, reason } if path.is_empty() => Error::Corrupt {
+                path: self.loc.display.clone(),
+                reason,
+            },
+            Error::Unavailable { location, reason } if location.is_empty() => Error::Unavailable {
+                location: self.loc.display.clone(),
+                reason,
+            },
+            Error::CommitUnknown { location } if location.is_empty() => Error::CommitUnknown {
+                location: self.loc.display.clone(),
+            },
+            other => other,
+        }
+    }
+
+    /// Runs `f` in one write transaction; commits on `Ok`, rolls back on
+    /// `Err`; runs it again after a transient failure (module docs).
+    ///
+    /// # Errors
+    /// STORE_IO when opened read-only; STORE_BUSY; STORE_UNAVAILABLE
+    /// (including [`Error::CommitUnknown`]); `f`'s.
+    pub fn write<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::StoreIo {
+                context: "the database was opened read-only (--read-only); this command writes"
+                    .into(),
+            });
+        }
+        self.run(true, &mut f)
+    }
+
+    /// Runs `f` in one read transaction (one snapshot).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE; `f`'s.
+    pub fn read<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.run(false, &mut f)
+    }
+
+    fn run<T>(&self, write: bool, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(self.busy_timeout_ms);
+        let mut sleep = Duration::from_millis(2);
+        let mut first_loss = true;
+        loop {
+            let class = match self.attempt(write, deadline, f) {
+                Ok(v) => return Ok(v),
+                Err(Failed::Done(e)) => return Err(self.fill(e)),
+                Err(Failed::Again(class)) => class,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(final_error(class, &self.loc.display, self.busy_timeout_ms));
+            }
+            // A connection the server closed while idle (a proxy's timeout)
+            // is replaced at once; anything else waits a little, longer
+            // each time, so that retries do not pile onto a busy server.
+            if matches!(class, Class::Lost(_)) && first_loss {
+                first_loss = false;
+                continue;
+            }
+            let jitter = Duration::from_micros(u64::from(random_u16()) % 1000);
+            std::thread::sleep((sleep + jitter).min(deadline - now));
+            sleep = (sleep * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    /// One attempt: (re)connect if needed, BEGIN, `f`, COMMIT.
+    fn attempt<T>(
+        &self,
+        write: bool,
+        deadline: Instant,
+        f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>,
+    ) -> std::result::Result<T, Failed> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = None;
+            let client = self.connect().map_err(|c| match c {
+                Class::Final(e) => Failed::Done(e),
+                c => Failed::Again(c),
+            })?;
+            *slot = Some(Conn {
+                client,
+                listening: false,
+            });
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Failed::Done(Error::internal(
+                "no connection after connecting",
+            )));
+        };
+        let client = &mut conn.client;
+        let begin = if write {
+            // The row locks a write waits for get what is left of the busy
+            // timeout (a number of ms logbook computed, not input).
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1);
+            format!("BEGIN; SET LOCAL lock_timeout = {left}")
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
+        };
+        let lost = |slot: &mut Option<Conn>, class: Class| {
+            if matches!(class, Class::Lost(_)) {
+                *slot = None;
+            }
+            class
+        };
+        if let Err(e) = client.batch_execute(&begin) {
+            let class = classify(&e, &self.loc.display);
+            return Err(match class {
+                Class::Final(e) => Failed::Done(e),
+                c => Failed::Again(lost(&mut slot, c)),
+            });
+        }
+        let mut tx = PgTx::new(client, write).with_location(&self.loc.display);
+        let out = f(&mut tx);
+        let failure = tx.failure();
+        match (out, failure) {
+            (_, Some(Failure::Reconnect)) => {
+                *slot = None;
+                Err(Failed::Again(Class::Lost(
+                    "the connection was lost during the transaction".into(),
+                )))
+            }
+            (_, Some(Failure::Retry)) => {
+                let _ = client.batch_execute("ROLLBACK");
+                Err(Failed::Again(Class::Transient))
+            }
+            (Err(e), _) => {
+                let _ = client.batch_execute("ROLLBACK");
+                Err(Failed::Done(e))
+            }
+            // PostgreSQL answers COMMIT of an aborted transaction with a
+            // ROLLBACK: never acknowledge what a failed statement undid.
+            (Ok(_), Some(Failure::Aborted)) => {
+                let _ = client.batch_execute("ROLLBACK");
+                Err(Failed::Done(Error::internal(
+                    "a statement failed inside the transaction and its error was not returned",
+                )))
+            }
+            (Ok(v), None) => {
+                if client.is_closed() {
+                    // Lost before COMMIT could be sent: nothing was applied.
+                    *slot = None;
+                    return Err(Failed::Again(Class::Lost(
+                        "the connection closed before COMMIT".into(),
+                    )));
+                }
+                match client.batch_execute("COMMIT") {
+                    Ok(()) => Ok(v),
+                    Err(e) => match classify(&e, &self.loc.display) {
+                        Class::Lost(_) if write => {
+                            *slot = None;
+                            Err(Failed::Done(Error::CommitUnknown {
+                                location: self.loc.display.clone(),
+                            }))
+                        }
+                        Class::Final(e) => Err(Failed::Done(e)),
+                        c => Err(Failed::Again(lost(&mut slot, c))),
+                    },
+                }
+            }
+        }
+    }
+
+    /// The number of notifications seen on `logbook_events`, after taking
+    /// those waiting (a follower reads it before each read of the feed).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE when the server cannot be reached.
+    pub fn change_mark(&self) -> Result<i64> {
+        self.with_listener(|client, changes| {
+            let mut n = client.notifications();
+            let mut it = n.iter();
+            while it.next()?.is_some() {
+                changes.set(changes.get() + 1);
+            }
+            Ok(())
+        })?;
+        Ok(self.changes.get())
+    }
+
+    /// Waits up to `poll` for a notification. Always `true`: a follower
+    /// reads again after each `poll` in any case, since the feed's horizon
+    /// also moves when a transaction that wrote no event ends (and a
+    /// transaction-mode pooler delivers no notifications at all).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE when the server cannot be reached.
+    pub fn wait_for_change(&self, _seen: i64, poll: Duration) -> Result<bool> {
+        self.with_listener(|client, changes| {
+            let mut n = client.notifications();
+            let mut it = n.timeout_iter(poll);
+            if it.next()?.is_some() {
+                changes.set(changes.get() + 1);
+            }
+            Ok(())
+        })?;
+        Ok(true)
+    }
+
+    /// Runs `f` on the connection, after `LISTEN logbook_events` (sent
+    /// once per connection); a lost connection is dropped, so the next
+    /// read connects again.
+    fn with_listener(
+        &self,
+        f: impl FnOnce(&mut Client, &Cell<i64>) -> std::result::Result<(), postgres::Error>,
+    ) -> Result<()> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = None;
+            let client = self
+                .connect()
+                .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
+            *slot = Some(Conn {
+                client,
+                listening: false,
+            });
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Error::internal("no connection after connecting"));
+        };
+        let r = (|| {
+            if !conn.listening {
+                conn.client.batch_execute("LISTEN logbook_events")?;
+                conn.listening = true;
+            }
+            f(&mut conn.client, &self.changes)
+        })();
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => match classify(&e, &self.loc.display) {
+                Class::Lost(_) => {
+                    // The next read reconnects (and retries within the
+                    // busy timeout); a follower then reads again.
+                    *slot = None;
+                    Ok(())
+                }
+                c => Err(final_error(c, &self.loc.display, self.busy_timeout_ms)),
+            },
+        }
+    }
+
+    /// Runs one read-only statement (`logbook sql`): see [`super::query`].
+    ///
+    /// # Errors
+    /// As [`super::query::run`].
+    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::query::QueryResult> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = None;
+            let client = self
+                .connect()
+                .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
+            *slot = Some(Conn {
+                client,
+                listening: false,
+            });
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Error::internal("no connection after connecting"));
+        };
+        super::query::run(&mut conn.client, text, timeout_ms, &self.loc.display)
+            .map_err(|e| self.fill(e))
+    }
+}
+
+/// 16 random bits (a retry's jitter).
+fn random_u16() -> u16 {
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    u16::from_le_bytes(b)
+}
