@@ -15,10 +15,28 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_logbook")
 }
 
-/// A temp folder with a DB path inside it.
+/// A temp folder (HOME of every command) and a fresh database of the
+/// binary's backend ([`crate::BACKEND`]): a SQLite file in the folder, or a
+/// new database on the PostgreSQL test server (`db` is then its URL).
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
     pub db: PathBuf,
+    /// The server database, dropped with the env (PostgreSQL only).
+    pub pg: Option<crate::pg::PgDb>,
+}
+
+/// The backend a test binary runs its tests against: `it` runs them on
+/// SQLite, `pg` (tests/pg/main.rs) the backend-neutral modules again on
+/// the PostgreSQL test server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Whether this binary runs on PostgreSQL.
+pub fn on_pg() -> bool {
+    crate::BACKEND == Backend::Postgres
 }
 
 /// What a command printed and how it exited.
@@ -65,10 +83,22 @@ impl From<Output> for Run {
 }
 
 impl TestEnv {
+    /// A fresh env. In the `pg` binary without a test server, outside CI,
+    /// this prints that the PostgreSQL half was skipped and ends the whole
+    /// test binary with exit 0 ([`crate::pg::server_or_exit`]).
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
+        if on_pg() {
+            let pg = crate::pg::server_or_exit();
+            let db = PathBuf::from(&pg.url);
+            return TestEnv {
+                dir,
+                db,
+                pg: Some(pg),
+            };
+        }
         let db = dir.path().join("ledger.db");
-        TestEnv { dir, db }
+        TestEnv { dir, db, pg: None }
     }
 
     /// A command with a cleared environment (PATH and HOME kept private).
@@ -118,7 +148,14 @@ impl TestEnv {
     }
 
     /// A plain SQLite connection on the DB (bundled SQLite, no logbook code).
+    /// SQLite only: a test that needs it is `sqlite_only!` (or reads with
+    /// [`TestEnv::scalar`] / [`TestEnv::pg_client`]).
+    #[track_caller]
     pub fn sql(&self) -> rusqlite::Connection {
+        assert!(
+            !on_pg(),
+            "env.sql() opens a SQLite file: mark this test sqlite_only! or use scalar()/pg_client()"
+        );
         let c = rusqlite::Connection::open(&self.db).expect("open");
         c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
         c
@@ -158,8 +195,83 @@ impl TestEnv {
             .data()
     }
 
-    /// The one integer a SQL query returns, read with plain SQLite.
+    /// A plain client of the server database (PostgreSQL only).
+    #[track_caller]
+    pub fn pg_client(&self) -> postgres::Client {
+        match &self.pg {
+            Some(pg) => pg.connect(),
+            None => panic!("pg_client() on a SQLite env"),
+        }
+    }
+
+    /// The rows a query returns, read without logbook (plain SQLite, or a
+    /// plain server client), each column as JSON: integers, reals, text,
+    /// booleans, NULL (a BLOB/BYTEA as lowercase hex). Parameters are
+    /// text, written `$1`, `$2`, … (both engines read that form).
+    #[track_caller]
+    pub fn rows(&self, sql: &str, args: &[&str]) -> Vec<Vec<Value>> {
+        if on_pg() {
+            use postgres::types::Type;
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+                .iter()
+                .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+                .collect();
+            let mut c = self.pg_client();
+            let st = c.prepare(sql).unwrap();
+            let types: Vec<Type> = st.columns().iter().map(|c| c.type_().clone()).collect();
+            return c
+                .query(&st, &params)
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (0..types.len())
+                        .map(|i| match &types[i] {
+                            t if *t == Type::INT8 => r.get::<_, Option<i64>>(i).into(),
+                            t if *t == Type::INT4 => r.get::<_, Option<i32>>(i).into(),
+                            t if *t == Type::INT2 => r.get::<_, Option<i16>>(i).into(),
+                            t if *t == Type::FLOAT8 => r.get::<_, Option<f64>>(i).into(),
+                            t if *t == Type::BOOL => r.get::<_, Option<bool>>(i).into(),
+                            t if *t == Type::BYTEA => {
+                                r.get::<_, Option<Vec<u8>>>(i).map(hex::encode).into()
+                            }
+                            _ => r.get::<_, Option<String>>(i).into(),
+                        })
+                        .collect()
+                })
+                .collect();
+        }
+        let c = self.sql();
+        let mut st = c.prepare(sql).unwrap();
+        let n = st.column_count();
+        st.query_map(rusqlite::params_from_iter(args), |r| {
+            Ok((0..n)
+                .map(|i| match r.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Null => Value::Null,
+                    rusqlite::types::ValueRef::Integer(v) => v.into(),
+                    rusqlite::types::ValueRef::Real(v) => v.into(),
+                    rusqlite::types::ValueRef::Text(t) => {
+                        String::from_utf8_lossy(t).into_owned().into()
+                    }
+                    rusqlite::types::ValueRef::Blob(b) => hex::encode(b).into(),
+                })
+                .collect())
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    }
+
+    /// The one integer a SQL query returns, read without logbook (plain
+    /// SQLite, or a plain server client; an integer column of either).
+    #[track_caller]
     pub fn scalar(&self, sql: &str) -> i64 {
+        if on_pg() {
+            let row = self.pg_client().query_one(sql, &[]).unwrap();
+            return row
+                .try_get::<_, i64>(0)
+                .or_else(|_| row.try_get::<_, i32>(0).map(i64::from))
+                .unwrap();
+        }
         self.sql().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
@@ -169,6 +281,7 @@ impl TestEnv {
     }
 
     /// The DB file and its `-wal` (if any), as bytes (for secret greps).
+    /// SQLite only.
     pub fn db_bytes(&self) -> Vec<u8> {
         let mut bytes = std::fs::read(&self.db).unwrap();
         bytes.extend(std::fs::read(companion(&self.db, "-wal")).unwrap_or_default());
@@ -294,7 +407,7 @@ pub fn assert_error(r: &Run, code: &str, exit: i32) -> Value {
     assert_eq!(r.code, exit, "{}", r.stdout);
     let retryable = matches!(
         code,
-        "SESSION_CONFLICT" | "STORE_BUSY" | "LEASE_HELD" | "INTERRUPTED"
+        "SESSION_CONFLICT" | "STORE_BUSY" | "STORE_UNAVAILABLE" | "LEASE_HELD" | "INTERRUPTED"
     );
     assert_eq!(j["error"]["retryable"], retryable);
     let keys: Vec<&String> = j["error"].as_object().unwrap().keys().collect();
@@ -305,15 +418,14 @@ pub fn assert_error(r: &Run, code: &str, exit: i32) -> Value {
 
 /// `(rev, number of events, last seq)` of a session, read with plain SQL.
 pub fn rev_and_events(env: &TestEnv, id: &str) -> (i64, i64, i64) {
-    let c = env.sql();
-    c.query_row(
+    let rows = env.rows(
         "SELECT s.rev, (SELECT count(*) FROM events e WHERE e.session_id = s.session_id),
                 (SELECT max(seq) FROM events e WHERE e.session_id = s.session_id)
-         FROM sessions s WHERE s.session_id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )
-    .unwrap()
+         FROM sessions s WHERE s.session_id = $1",
+        &[id],
+    );
+    let int = |v: &Value| v.as_i64().unwrap();
+    (int(&rows[0][0]), int(&rows[0][1]), int(&rows[0][2]))
 }
 
 /// Asserts rev = event count = last seq + 1 (core verbs only).
@@ -330,14 +442,13 @@ pub fn assert_rev_matches_events(env: &TestEnv, id: &str) -> i64 {
 
 /// The types of a session's events, in seq order.
 pub fn event_types(env: &TestEnv, id: &str) -> Vec<String> {
-    let c = env.sql();
-    let mut st = c
-        .prepare("SELECT type FROM events WHERE session_id = ?1 ORDER BY seq")
-        .unwrap();
-    st.query_map([id], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    env.rows(
+        "SELECT type FROM events WHERE session_id = $1 ORDER BY seq",
+        &[id],
+    )
+    .into_iter()
+    .map(|r| r[0].as_str().unwrap().to_owned())
+    .collect()
 }
 
 /// Spawns `n` shell commands held on a FIFO, releases them together, and

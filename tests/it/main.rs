@@ -8,6 +8,18 @@
 //! Helpers every module may use (`TestEnv` and its verbs) are in
 //! `common.rs`.
 
+/// This binary runs every test on SQLite; `tests/pg/main.rs` runs the
+/// backend-neutral modules again on PostgreSQL.
+pub const BACKEND: common::Backend = common::Backend::Sqlite;
+
+/// Items (tests, and helpers only they use) about facts of SQLite alone —
+/// file modes, the WAL, the `-lock` file, the file's bytes — compiled in
+/// this binary and left out of the PostgreSQL one.
+#[allow(unused_macros)]
+macro_rules! sqlite_only {
+    ($($item:item)*) => { $($item)* };
+}
+
 mod admin;
 mod budgets;
 mod chain;
@@ -39,13 +51,6 @@ mod mcp_sessions;
 mod mcp_wire;
 mod migration_files;
 mod pg;
-mod pg_schema;
-mod pg_triggers;
-mod pg_tx;
-mod pg_tx_concurrency;
-mod pg_tx_reads;
-mod pg_tx_script;
-mod pg_views;
 mod readonly;
 mod readonly_media;
 mod replaced;

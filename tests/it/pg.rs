@@ -64,8 +64,10 @@ pub fn connect(url: &str) -> postgres::Client {
 
 static SKIPPED: Once = Once::new();
 
-/// A fresh, empty database on the test server, or `None` (the test then
-/// returns without asserting) when `LOGBOOK_TEST_PG` is unset outside CI.
+/// A fresh, empty database on the test server. When `LOGBOOK_TEST_PG` is
+/// unset outside CI, prints once that the PostgreSQL half was skipped and
+/// ends the test binary with exit 0 (so this never returns `None`; the
+/// `Option` lets a caller written for a skip return early).
 ///
 /// # Panics
 /// Under CI without `LOGBOOK_TEST_PG`, or when the server cannot be used.
@@ -80,10 +82,10 @@ pub fn pg_test_db() -> Option<PgDb> {
             // Straight to the stream: libtest captures eprintln! output.
             let _ = writeln!(
                 std::io::stderr(),
-                "PostgreSQL tests skipped: set {ENV} (bash .ci/run starts a server)"
+                "PostgreSQL tests skipped (the suite's PostgreSQL half): set {ENV}, or run bash .ci/pg cargo test"
             );
         });
-        return None;
+        std::process::exit(0);
     };
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).unwrap();
@@ -99,6 +101,17 @@ pub fn pg_test_db() -> Option<PgDb> {
         name,
         admin,
     })
+}
+
+/// A fresh database for the `pg` binary's [`crate::common::TestEnv`]:
+/// without `LOGBOOK_TEST_PG`, outside CI, prints one line saying the
+/// PostgreSQL half was skipped and ends the test binary with exit 0 (its
+/// tests would all skip); under CI that fails instead.
+pub fn server_or_exit() -> PgDb {
+    match pg_test_db() {
+        Some(db) => db,
+        None => std::process::exit(0),
+    }
 }
 
 /// `url` with its database (the path after the authority) replaced by
