@@ -24,11 +24,13 @@ use logbook::{ActorType, Ledger, LedgerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// logbook: an embedded, SQLite-backed ledger of agent work sessions.
+/// logbook: a ledger of agent work sessions, in one SQLite file or on a
+/// PostgreSQL server.
 ///
 /// Records what agents did — sessions, checkpoints, outcomes and an
 /// append-only event timeline — in one SQLite file that many processes write
-/// at once and operators query with plain SQL.
+/// at once, or in a PostgreSQL database that agents on many hosts share;
+/// operators query it with plain SQL.
 #[derive(Debug, Parser)]
 #[command(
     name = "logbook",
@@ -49,17 +51,20 @@ pub struct Cli {
 /// Flags every command accepts.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Database file [env: LOGBOOK_DB; default: $XDG_DATA_HOME/logbook/logbook.db,
-    /// else ~/.local/share/logbook/logbook.db]; a file path, never a SQLite URI:
+    /// Database: a SQLite file's path, or a PostgreSQL server's
+    /// postgres:// or postgresql:// URL (docs/postgres.md) [env: LOGBOOK_DB;
+    /// default: $XDG_DATA_HOME/logbook/logbook.db, else
+    /// ~/.local/share/logbook/logbook.db]; a file path is never a SQLite URI:
     /// a name beginning with `file:`, and `:memory:`, are INVALID_ARGUMENT
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     db: Option<PathBuf>,
     /// Print one JSON envelope on stdout: {"ok":true,"data":…} or
     /// {"ok":false,"error":{…}}
     #[arg(long, global = true)]
     json: bool,
-    /// How long a write waits for the database lock before STORE_BUSY, in ms
-    /// [env: LOGBOOK_BUSY_TIMEOUT_MS; default: 5000]
+    /// How long a write waits for the database lock (on a server also: retries
+    /// transient failures) before STORE_BUSY, in ms [env:
+    /// LOGBOOK_BUSY_TIMEOUT_MS; default: 5000]
     #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
     busy_timeout_ms: Option<u64>,
     /// Open the database read-only: never create, migrate or write it (works
@@ -98,25 +103,34 @@ enum Command {
         after_help = "Example:\n  logbook verify\n  logbook verify ses_1a2b3c4d5e6f7081 --json"
     )]
     Verify(timeline::VerifyArgs),
-    /// Print the global event feed: every session's events by event_id
+    /// Print the global event feed: every session's events in commit order
     ///
     /// Without --follow, prints one page and its next cursor; pass that
-    /// cursor as --after to go on. The human form is the table of `session
-    /// events` with EVENT_ID and SESSION in front; --follow prints its
-    /// header once, then each row as it commits. With --follow, prints events as they
-    /// commit — every one exactly once, in event_id order — until
+    /// cursor as --after to go on. A cursor is opaque: on SQLite an event_id,
+    /// on a server `TX.EVENT_ID` (an event_id works there too). The human
+    /// form is the table of `session events` with EVENT_ID and SESSION in
+    /// front; --follow prints its header once, then each row as it commits.
+    /// With --follow, prints events as they commit — every one exactly once,
+    /// in a stable order (event_id on SQLite; on a server the committing
+    /// transaction's, then event_id) — until
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
     /// events have been printed. Under --json a page is one envelope
     /// {"events":[…],"next_cursor":C}; a follow prints JSON Lines, one event
     /// object per line. A follow stops with STORE_IO (exit 6) when the
     /// database file is replaced or removed under it (a backup moved into
-    /// place). Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, STORE_IO.
+    /// place). Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, STORE_IO,
+    /// STORE_UNAVAILABLE.
     #[command(
         after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
     )]
     Events(timeline::EventsArgs),
     /// Check the database: schema, integrity, foreign keys, hash chains,
     /// journal mode, file modes, WAL size, WAL match
+    ///
+    /// On a PostgreSQL server the checks are schema, triggers (each one the
+    /// migrations create is there and enabled: ALTER TABLE … DISABLE TRIGGER
+    /// switches off invariants and foreign keys), hash chains and the
+    /// server's version; a failing one is STORE_CORRUPT or LEDGER_TAMPERED.
     ///
     /// Exits 0 when every check passes. An index, view or table that is not
     /// logbook's (an operator's own, e.g. for a dashboard) is a warning: the

@@ -43,7 +43,8 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
 /// `logbook events`
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    /// Start after this cursor (an event_id; 0 = from the first event)
+    /// Start after this cursor (a next_cursor printed before, or an event_id;
+    /// 0 = from the first event)
     #[arg(long, value_name = "CURSOR", allow_negative_numbers = true)]
     after: Option<String>,
     /// Only this session's events (repeatable)

@@ -35,7 +35,8 @@ pub enum CheckLevel {
 pub struct DoctorCheck {
     /// `schema`, `integrity`, `foreign_keys`, `hash_chain`,
     /// `schema_objects`, `journal_mode`, `file_modes`, `wal_size` or
-    /// `wal_match`.
+    /// `wal_match`; on a server `schema`, `triggers`, `hash_chain` and
+    /// `server`.
     pub check: &'static str,
     /// Whether it passed (false only at level `problem`).
     pub ok: bool,
@@ -103,7 +104,7 @@ fn mode_of(path: &Path) -> Option<u32> {
     std::fs::metadata(path).ok().map(|m| m.mode() & 0o7777)
 }
 
-fn check(check: &'static str, ok: bool, detail: String, code: ErrorCode) -> DoctorCheck {
+pub(super) fn check(check: &'static str, ok: bool, detail: String, code: ErrorCode) -> DoctorCheck {
     DoctorCheck {
         check,
         ok,
@@ -244,6 +245,9 @@ impl Ledger {
     /// replaced under this handle ([`Ledger::check_file`]).
     pub fn doctor(&self, modes_before: &[(PathBuf, Option<u32>)]) -> Result<DoctorReport> {
         self.check_file()?;
+        if self.store.sqlite().is_none() {
+            return self.doctor_server();
+        }
         let store = self.store.sqlite_for("doctor's file checks")?;
         let mut checks = Vec::new();
         let (user_version, history) = store.schema_versions()?;
@@ -293,15 +297,9 @@ impl Ledger {
             ErrorCode::StoreIo,
         ));
         checks.push(self.wal_match(&checks));
-        let mut failed: Vec<&DoctorCheck> = checks.iter().filter(|c| !c.ok).collect();
-        // A mismatched WAL explains the damage the other checks found.
-        failed.sort_by_key(|c| c.check != "wal_match");
-        let first = failed
-            .first()
-            .map(|c| (c.code, format!("{}: {}", c.check, c.detail)));
-        let problems = failed.len();
+        let problems = checks.iter().filter(|c| !c.ok).count();
         let warnings = checks.iter().map(|c| c.warnings.len()).sum();
-        let report = DoctorReport {
+        Self::doctor_outcome(DoctorReport {
             path: self.path.display().to_string(),
             healthy: problems == 0,
             checks,
@@ -314,16 +312,7 @@ impl Ledger {
             page_count,
             freelist_count,
             warnings,
-        };
-        match first {
-            None => Ok(report),
-            Some((code, first)) => Err(Error::Unhealthy {
-                code,
-                problems,
-                first,
-                report: Box::new(serde_json::to_value(&report).unwrap_or_default()),
-            }),
-        }
+        })
     }
 
     /// The checks of the file's content: `integrity`, `foreign_keys`,
@@ -358,7 +347,17 @@ impl Ledger {
             ),
             Err(e) => damaged("foreign_keys", ErrorCode::StoreCorrupt, e)?,
         });
-        checks.push(match self.verify(&[]) {
+        checks.push(self.hash_chain_check()?);
+        checks.push(match store.schema_drift() {
+            Ok(drift) => schema_objects_check(&drift),
+            Err(e) => damaged("schema_objects", ErrorCode::StoreCorrupt, e)?,
+        });
+        Ok(checks)
+    }
+
+    /// `hash_chain`: every session's chain recomputed ([`Ledger::verify`]).
+    pub(super) fn hash_chain_check(&self) -> Result<DoctorCheck> {
+        Ok(match self.verify(&[]) {
             Ok(r) => check(
                 "hash_chain",
                 true,
@@ -375,12 +374,27 @@ impl Ledger {
                 check("hash_chain", false, reason, ErrorCode::StoreCorrupt)
             }
             Err(e) => return Err(e),
-        });
-        checks.push(match store.schema_drift() {
-            Ok(drift) => schema_objects_check(&drift),
-            Err(e) => damaged("schema_objects", ErrorCode::StoreCorrupt, e)?,
-        });
-        Ok(checks)
+        })
+    }
+
+    /// Turns checks into the report, or the error of the first problem
+    /// (`wal_match` first: it explains the others).
+    pub(super) fn doctor_outcome(report: DoctorReport) -> Result<DoctorReport> {
+        let mut failed: Vec<&DoctorCheck> = report.checks.iter().filter(|c| !c.ok).collect();
+        failed.sort_by_key(|c| c.check != "wal_match");
+        let first = failed
+            .first()
+            .map(|c| (c.code, format!("{}: {}", c.check, c.detail)));
+        let problems = failed.len();
+        match first {
+            None => Ok(report),
+            Some((code, first)) => Err(Error::Unhealthy {
+                code,
+                problems,
+                first,
+                report: Box::new(serde_json::to_value(&report).unwrap_or_default()),
+            }),
+        }
     }
 
     /// `wal_match`: whether the `-wal` beside the file belongs to it. SQLite

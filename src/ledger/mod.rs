@@ -9,6 +9,7 @@
 mod admin;
 mod budgets;
 mod chain;
+mod doctor_server;
 mod feed;
 mod gates;
 mod guards;

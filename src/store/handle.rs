@@ -224,4 +224,18 @@ impl Store {
             Store::Postgres(p) => p.query(text, timeout_ms),
         }
     }
+
+    /// What `doctor` checks on a server.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT on a SQLite file; STORE_UNAVAILABLE.
+    pub fn server_facts(&self) -> Result<super::postgres::doctor::PgFacts> {
+        match self {
+            Store::Sqlite(_) => Err(Error::invalid(
+                "db",
+                "server facts need a PostgreSQL database",
+            )),
+            Store::Postgres(p) => p.doctor_facts(),
+        }
+    }
 }

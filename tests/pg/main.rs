@@ -30,12 +30,14 @@ mod pg;
 
 // PostgreSQL only.
 mod pg_schema;
+mod pg_server;
 mod pg_triggers;
 mod pg_tx;
 mod pg_tx_concurrency;
 mod pg_tx_reads;
 mod pg_tx_script;
 mod pg_views;
+mod proxy;
 
 // Backend-neutral modules of tests/it/.
 #[path = "../it/cli_session.rs"]

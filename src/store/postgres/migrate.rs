@@ -310,8 +310,9 @@ pub fn is_current(client: &mut Client) -> Result<bool> {
 /// STORE_VERSION_TOO_NEW: the history names a version newer than this
 /// logbook knows. Both are found before anything is written.
 /// STORE_IO: the database is not UTF8, the search_path names no schema, or
-/// the role may not create the tables (SQLSTATE 42501) or the connection
-/// failed; STORE_BUSY: `lock_timeout` ran out waiting for the lock, or the
+/// the role may not create the tables (SQLSTATE 42501); STORE_UNAVAILABLE:
+/// the connection failed or the server is shutting down or restarting
+/// (SQLSTATE classes 08, 57); STORE_BUSY: `lock_timeout` ran out waiting for the lock, or the
 /// server cancelled the transaction (serialization failure, deadlock);
 /// INTERNAL: any other server error (its SQLSTATE and message).
 ///
@@ -393,13 +394,23 @@ fn from_refinery(e: &refinery::Error, place: &str) -> Error {
 /// comes from the server, which never sees the connection string.
 fn from_pg(e: &::postgres::Error, doing: &str) -> Error {
     use ::postgres::error::SqlState;
+    let lost = |what: &str| Error::Unavailable {
+        location: String::new(), // filled in by the store
+        reason: format!("{doing}: {what}"),
+    };
     let Some(code) = e.code() else {
         // No SQLSTATE: the connection failed or closed.
-        return Error::StoreIo {
-            context: format!("{doing}: the connection to the server failed or was closed"),
-        };
+        return lost("the connection to the server failed or was closed");
     };
     let class = code.code().get(..2).unwrap_or_default();
+    if class == "08" || class == "57" {
+        // Connection failures; the server shutting down, restarting or
+        // ending the session: it can be tried again.
+        return lost(&format!(
+            "the connection was lost or the server is restarting (SQLSTATE {})",
+            code.code()
+        ));
+    }
     if *code == SqlState::T_R_SERIALIZATION_FAILURE
         || *code == SqlState::T_R_DEADLOCK_DETECTED
         || *code == SqlState::LOCK_NOT_AVAILABLE
@@ -408,13 +419,11 @@ fn from_pg(e: &::postgres::Error, doing: &str) -> Error {
         return Error::Busy { timeout_ms: 0 };
     }
     let what = match class {
-        "08" => Some("the connection to the server failed"),
         "28" => Some("the server refused the login"),
         "42" if *code == SqlState::INSUFFICIENT_PRIVILEGE => Some(
             "permission denied: the role may not create or read logbook's tables in this schema",
         ),
         "53" => Some("the server is out of resources (disk, memory or connections)"),
-        "57" => Some("the server is shutting down or the session was terminated"),
         "25" if *code == SqlState::READ_ONLY_SQL_TRANSACTION => Some("the server is read-only"),
         _ => None,
     };

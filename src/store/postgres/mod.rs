@@ -9,6 +9,7 @@
 //! transaction is [`tx::PgTx`], its SQL in [`sql`]; [`store::PgStore`] owns
 //! the connection: transactions, retries, reconnects and LISTEN/NOTIFY.
 
+pub mod doctor;
 pub mod errors;
 pub mod location;
 pub mod migrate;

@@ -101,12 +101,36 @@ impl PgStore {
             read_only,
             changes: Cell::new(0),
         };
-        let mut client = store
-            .connect()
-            .map_err(|c| final_error(c, &store.loc.display, busy_timeout_ms))?;
-        let place = &store.loc.display;
-        if read_only || !create {
-            if !migrate::is_current(&mut client).map_err(|e| store.fill(e))? {
+        // A server that is restarting (connection refused, "starting up",
+        // the connection lost while the schema is checked) is waited for
+        // within the busy timeout, as a write would be.
+        let deadline = Instant::now() + Duration::from_millis(busy_timeout_ms);
+        let client = loop {
+            match store.open_schema(create, deadline) {
+                Err(Error::Unavailable { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => break other.map_err(|e| store.fill(e))?,
+            }
+        };
+        *store.conn.borrow_mut() = Some(Conn {
+            client,
+            listening: false,
+        });
+        Ok(store)
+    }
+
+    /// Connects and checks the schema: migrates it (under the migration
+    /// lock) unless read-only or told not to `create` a ledger that is not
+    /// there.
+    fn open_schema(&self, create: bool, deadline: Instant) -> Result<Client> {
+        let place = &self.loc.display;
+        let busy_timeout_ms = self.busy_timeout_ms;
+        let mut client = self
+            .connect_within(deadline)
+            .map_err(|c| final_error(c, place, busy_timeout_ms))?;
+        if self.read_only || !create {
+            if !migrate::is_current(&mut client)? {
                 let has_ledger = client
                     .query_typed_one("SELECT pg_catalog.to_regclass('sessions') IS NOT NULL", &[])
                     .map(|r| r.get::<_, bool>(0))
@@ -118,21 +142,37 @@ impl PgStore {
                         ),
                     });
                 }
-                if read_only {
+                if self.read_only {
                     return Err(Error::StoreIo {
                         context: format!("{place} needs a schema migration, which a read-only open cannot make: open it once without --read-only"),
                     });
                 }
-                migrate::migrate(&mut client).map_err(|e| store.fill(e))?;
+                migrate::migrate(&mut client)?;
             }
         } else {
-            migrate::migrate(&mut client).map_err(|e| store.fill(e))?;
+            migrate::migrate(&mut client)?;
         }
-        *store.conn.borrow_mut() = Some(Conn {
-            client,
-            listening: false,
-        });
-        Ok(store)
+        Ok(client)
+    }
+
+    /// [`PgStore::connect`], tried again after a short growing sleep while
+    /// the server cannot be reached, until `deadline`.
+    fn connect_within(&self, deadline: Instant) -> std::result::Result<Client, Class> {
+        let mut sleep = Duration::from_millis(2);
+        loop {
+            match self.connect() {
+                Err(Class::Lost(why)) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(Class::Lost(why));
+                    }
+                    let jitter = Duration::from_micros(u64::from(random_u16()) % 1000);
+                    std::thread::sleep((sleep + jitter).min(deadline - now));
+                    sleep = (sleep * 2).min(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
     }
 
     fn connect(&self) -> std::result::Result<Client, Class> {
@@ -405,27 +445,50 @@ impl PgStore {
         }
     }
 
+    /// What `doctor` checks on the server ([`super::doctor::facts`]).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE; the server's.
+    pub fn doctor_facts(&self) -> Result<super::doctor::PgFacts> {
+        self.with_client(super::doctor::facts)
+    }
+
+    /// Runs `f` on the connection, connecting first if there is none; when
+    /// a connection kept from before turns out lost (a server or proxy
+    /// closed it while idle), runs `f` once more on a new one.
+    fn with_client<T>(&self, mut f: impl FnMut(&mut Client, &str) -> Result<T>) -> Result<T> {
+        let mut slot = self.conn.borrow_mut();
+        let mut reused = true;
+        loop {
+            if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+                reused = false;
+                *slot = None;
+                let client = self
+                    .connect()
+                    .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
+                *slot = Some(Conn {
+                    client,
+                    listening: false,
+                });
+            }
+            let Some(conn) = slot.as_mut() else {
+                return Err(Error::internal("no connection after connecting"));
+            };
+            match f(&mut conn.client, &self.loc.display) {
+                Err(Error::Unavailable { .. }) if reused => {
+                    *slot = None;
+                }
+                r => return r.map_err(|e| self.fill(e)),
+            }
+        }
+    }
+
     /// Runs one read-only statement (`logbook sql`): see [`super::query`].
     ///
     /// # Errors
     /// As [`super::query::run`].
     pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::query::QueryResult> {
-        let mut slot = self.conn.borrow_mut();
-        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
-            *slot = None;
-            let client = self
-                .connect()
-                .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
-            *slot = Some(Conn {
-                client,
-                listening: false,
-            });
-        }
-        let Some(conn) = slot.as_mut() else {
-            return Err(Error::internal("no connection after connecting"));
-        };
-        super::query::run(&mut conn.client, text, timeout_ms, &self.loc.display)
-            .map_err(|e| self.fill(e))
+        self.with_client(|client, place| super::query::run(client, text, timeout_ms, place))
     }
 }
 

@@ -1,0 +1,138 @@
+//! A TCP proxy between logbook and the test server that can cut a
+//! connection at a chosen point of the protocol: right after it forwarded a
+//! client's `COMMIT` (so the server commits and its reply is lost), or at
+//! once (a server or proxy closing an idle connection).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A running proxy; connections end when it drops.
+pub struct Proxy {
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+    state: Arc<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Cut the next connection that sends a `COMMIT`, after forwarding it.
+    cut_after_commit: AtomicBool,
+    /// COMMITs cut so far.
+    cut: AtomicUsize,
+    /// Open sockets (client side, server side), to cut them all.
+    open: Mutex<Vec<(TcpStream, TcpStream)>>,
+    stop: AtomicBool,
+}
+
+impl Proxy {
+    /// Starts a proxy in front of `127.0.0.1:upstream_port`.
+    pub fn start(upstream_port: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(State::default());
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if st.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                st.open
+                    .lock()
+                    .unwrap()
+                    .push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = st.clone();
+                std::thread::spawn(move || pump_up(client, server, &up));
+                std::thread::spawn(move || pump(s2, c2));
+            }
+        });
+        Proxy { port, state }
+    }
+
+    /// The next `COMMIT` a client sends reaches the server, then both sides
+    /// of that connection are closed before the server's reply is relayed.
+    pub fn cut_after_next_commit(&self) {
+        self.state.cut_after_commit.store(true, Ordering::SeqCst);
+    }
+
+    /// How many COMMITs were cut.
+    pub fn commits_cut(&self) -> usize {
+        self.state.cut.load(Ordering::SeqCst)
+    }
+
+    /// Closes every open connection now (both sides), as a server's
+    /// `idle_session_timeout` or a proxy's idle timeout would.
+    pub fn cut_all(&self) {
+        for (c, s) in self.state.open.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        self.cut_all();
+        // Wake the accept loop so it sees `stop`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Server to client: copy until either side closes.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = [0u8; 16384];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Client to server, watching for a simple-query `COMMIT` ('Q' message).
+fn pump_up(mut from: TcpStream, mut to: TcpStream, st: &State) {
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        let is_commit = chunk.first() == Some(&b'Q')
+            && chunk
+                .windows(7)
+                .any(|w| w.eq_ignore_ascii_case(b"COMMIT\0"));
+        if is_commit && st.cut_after_commit.swap(false, Ordering::SeqCst) {
+            // The client's side goes first, so no reply can reach it; then
+            // the server gets the COMMIT, applies it, and loses the client.
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.write_all(chunk);
+            std::thread::sleep(Duration::from_millis(300));
+            st.cut.fetch_add(1, Ordering::SeqCst);
+            break;
+        }
+        if to.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
