@@ -31,20 +31,6 @@ ALTER TABLE events ADD COLUMN tx_id xid8 NOT NULL DEFAULT pg_current_xact_id();
 -- The feed: events in (tx_id, event_id) order from a cursor.
 CREATE INDEX events_by_tx ON events (tx_id, event_id);
 
--- Followers wake on a notification instead of polling: one per statement
--- that inserts events, and the server folds a transaction's identical
--- notifications into one, delivered at COMMIT (none for a rollback). The
--- payload is the schema, so a follower can tell two ledgers in one
--- database apart.
-CREATE OR REPLACE FUNCTION logbook_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_catalog.pg_notify('logbook_events', TG_TABLE_SCHEMA);
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER events_notify AFTER INSERT ON events
-FOR EACH STATEMENT EXECUTE FUNCTION logbook_events_notify();
-
 -- A new event must also link to its session's chain: `prev_hash` is the
 -- previous event's `hash` (32 zero bytes for seq 0) and `hash` is present.
 -- Since seqs are contiguous, the previous event is the one with the max seq,

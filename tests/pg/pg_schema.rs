@@ -200,8 +200,6 @@ fn pg_indexes_and_triggers_match_sqlites() {
             want.push((format!("{t}_no_truncate"), t.clone()));
         }
     }
-    // And the statement trigger that wakes followers (LISTEN/NOTIFY).
-    want.push(("events_notify".into(), "events".into()));
     want.sort();
     assert_eq!(pg_triggers, want);
 }

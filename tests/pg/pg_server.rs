@@ -58,7 +58,7 @@ fn pg_doctor_checks_schema_triggers_chain_and_server() {
     assert_eq!(d["schema_version"], 6);
     assert_eq!(
         d["checks"][1]["detail"],
-        "36 trigger(s) present and enabled"
+        "35 trigger(s) present and enabled"
     );
     assert!(d["path"].as_str().unwrap().starts_with("postgres://"));
     assert!(

@@ -421,54 +421,9 @@ fn pg_raw_sql_cannot_break_any_invariant() {
         .map(|r| r.get(0))
         .collect();
     pg_triggers.extend(messages.keys().cloned());
-    // `events_notify` refuses nothing: it has a test of its own below.
-    for t in pg_triggers.into_iter().filter(|t| t != "events_notify") {
+    for t in pg_triggers {
         assert!(covered.contains(&t), "no case for trigger {t}");
     }
-}
-
-/// `events_notify`: a transaction that inserts events, in any number of
-/// statements, sends exactly one notification on `logbook_events` (payload:
-/// the schema) at COMMIT; a rolled-back one sends none.
-#[test]
-fn pg_events_notify_once_per_committed_transaction() {
-    let Some(db) = pg_test_db() else { return };
-    let mut c = db.connect();
-    migrate(&mut c).unwrap();
-    let mut listener = db.connect();
-    listener.batch_execute("LISTEN logbook_events").unwrap();
-    let drain = |l: &mut postgres::Client| -> Vec<(String, String)> {
-        let mut got = Vec::new();
-        let mut n = l.notifications();
-        let mut it = n.timeout_iter(std::time::Duration::from_millis(300));
-        use postgres::fallible_iterator::FallibleIterator;
-        while let Some(x) = it.next().unwrap() {
-            got.push((x.channel().to_owned(), x.payload().to_owned()));
-        }
-        got
-    };
-    let s = "'ses_0000000000000e01'";
-    c.batch_execute(&format!(
-        "BEGIN;
-         INSERT INTO sessions (session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms)
-           VALUES ({s}, 'active', 't', 'lib', 1, 1, 1);
-         {}
-         {}
-         COMMIT;",
-        event(s, 0, "created", "00", "e0"),
-        event(s, 1, "checkpoint", "e0", "e1"),
-    ))
-    .unwrap();
-    assert_eq!(
-        drain(&mut listener),
-        vec![("logbook_events".to_owned(), "public".to_owned())]
-    );
-    c.batch_execute(&format!(
-        "BEGIN; {} ROLLBACK;",
-        event(s, 2, "checkpoint", "e1", "e2")
-    ))
-    .unwrap();
-    assert_eq!(drain(&mut listener), Vec::<(String, String)>::new());
 }
 
 /// The control beside the refusals: logbook's own write sequence for a

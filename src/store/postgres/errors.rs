@@ -114,9 +114,17 @@ pub fn to_error(e: &postgres::Error, location: &str) -> Error {
     final_error(classify(e, location), location, 0)
 }
 
-/// Whether a driver error is a refusal by the schema: a key, foreign key,
-/// CHECK or NOT NULL constraint (SQLSTATE class 23) or one of logbook's
-/// triggers (class `LB`) — what SQLite reports as a constraint violation.
+/// Whether a prepared statement's plan went stale (a migration changed a
+/// table it reads): prepare it again and retry.
+pub fn is_stale_plan(e: &postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        d.code() == &SqlState::FEATURE_NOT_SUPPORTED
+            && d.message().starts_with("cached plan must not change result type")
+    })
+}
+
+/// Whether the server refused a statement by a key, constraint or
+/// trigger.
 pub fn is_refusal(e: &postgres::Error) -> bool {
     e.as_db_error().is_some_and(|db| {
         let state = db.code().code();

@@ -98,6 +98,10 @@ pub struct PgLocation {
     /// bundled Mozilla roots; `None`: `~/.postgresql/root.crt` when it
     /// exists, else the Mozilla roots.
     pub root_cert: Option<String>,
+    /// `statement_cache_size`: how many statements logbook prepares (named)
+    /// per connection, 0..=10000 (default 256; 0 behind a pooler in
+    /// transaction mode that does not keep prepared statements).
+    pub statement_cache_size: usize,
     /// `postgres://user@host:port/dbname`: what messages and `Debug` show
     /// (never the password, never the query items).
     pub display: String,
@@ -165,9 +169,12 @@ fn bad(why: impl Into<String>) -> Error {
     )
 }
 
+/// Statements prepared per connection unless the URL says otherwise.
+pub const STATEMENT_CACHE_DEFAULT: usize = 256;
+
 /// The query items logbook takes out of the URL before the driver parses
 /// it, and those it refuses (client certificates are not supported).
-const OURS: &[&str] = &["sslmode", "sslrootcert", "passfile"];
+const OURS: &[&str] = &["sslmode", "sslrootcert", "passfile", "statement_cache_size"];
 const REFUSED: &[&str] = &["sslcert", "sslkey", "sslpassword", "sslcrl", "sslcrldir"];
 
 fn percent_decode(s: &str) -> Result<String> {
@@ -219,6 +226,7 @@ impl PgLocation {
         };
         let mut kept = Vec::new();
         let (mut sslmode, mut sslrootcert, mut passfile) = (None, None, None);
+        let mut statement_cache_size = STATEMENT_CACHE_DEFAULT;
         for item in query
             .into_iter()
             .flat_map(|q| q.split('&'))
@@ -237,6 +245,13 @@ impl PgLocation {
             }
             let value = percent_decode(v)?;
             match key.as_str() {
+                "statement_cache_size" => {
+                    statement_cache_size = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n <= 10_000)
+                        .ok_or_else(|| bad("`statement_cache_size` must be an integer from 0 to 10000"))?;
+                }
                 "sslmode" => sslmode = Some(value),
                 "sslrootcert" => sslrootcert = Some(value),
                 _ => passfile = Some(PathBuf::from(value)),
@@ -291,6 +306,7 @@ impl PgLocation {
             config,
             tls,
             root_cert,
+            statement_cache_size,
             display,
         })
     }

@@ -7,7 +7,7 @@
 //! parsed by [`location`], TLS set up by [`tls`], and server errors
 //! classified by [`errors`]. The store interface over one server
 //! transaction is [`tx::PgTx`], its SQL in [`sql`]; [`store::PgStore`] owns
-//! the connection: transactions, retries, reconnects and LISTEN/NOTIFY.
+//! the connection: transactions, retries, reconnects and the feed probe.
 
 pub mod doctor;
 pub mod errors;

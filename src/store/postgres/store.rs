@@ -1,6 +1,6 @@
 //! One open PostgreSQL database (SPEC §7): a connection that comes back
 //! after the server closed it, transactions run again after a transient
-//! failure, and followers woken by LISTEN/NOTIFY.
+//! failure, and followers that poll the feed with one cheap probe.
 //!
 //! Every write is one READ COMMITTED transaction whose first statement
 //! locks the session row (`SELECT … FOR UPDATE`, [`super::tx::PgTx`]), with
@@ -19,10 +19,9 @@ use super::errors::{classify, final_error, Class};
 use super::location::PgLocation;
 use super::migrate;
 use super::tls;
-use super::tx::{Failure, PgTx};
+use super::tx::{Failure, PgTx, StatementCache};
 use crate::error::{Error, Result};
 use crate::store::Tx;
-use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
@@ -35,14 +34,11 @@ pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 /// The `application_name` logbook sets when the URL sets none.
 pub const APPLICATION_NAME: &str = "logbook";
 
-/// The channel `events_notify` notifies (migrations/postgres/V2).
-pub const CHANNEL: &str = "logbook_events";
-
 /// A connection and what it has been told.
 struct Conn {
     client: Client,
-    /// `LISTEN logbook_events` sent on this connection.
-    listening: bool,
+    /// The statements prepared on this connection.
+    cache: StatementCache,
 }
 
 /// An open PostgreSQL database.
@@ -52,8 +48,10 @@ pub struct PgStore {
     conn: RefCell<Option<Conn>>,
     busy_timeout_ms: u64,
     read_only: bool,
-    /// Notifications received (the change mark followers wait on).
+    /// Changes [`PgStore::probe`] has seen (the mark followers wait on).
     changes: Cell<i64>,
+    /// What the last probe read: (horizon, newest event_id).
+    last_probe: Cell<Option<(i64, i64)>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -100,6 +98,7 @@ impl PgStore {
             busy_timeout_ms,
             read_only,
             changes: Cell::new(0),
+            last_probe: Cell::new(None),
         };
         // A server that is restarting (connection refused, "starting up",
         // the connection lost while the schema is checked) is waited for
@@ -115,7 +114,7 @@ impl PgStore {
         };
         *store.conn.borrow_mut() = Some(Conn {
             client,
-            listening: false,
+            cache: StatementCache::new(store.loc.statement_cache_size),
         });
         Ok(store)
     }
@@ -283,7 +282,7 @@ impl PgStore {
             })?;
             *slot = Some(Conn {
                 client,
-                listening: false,
+                cache: StatementCache::new(self.loc.statement_cache_size),
             });
         }
         let Some(conn) = slot.as_mut() else {
@@ -291,7 +290,7 @@ impl PgStore {
                 "no connection after connecting",
             )));
         };
-        let client = &mut conn.client;
+        let Conn { client, cache, .. } = conn;
         let begin = if write {
             // The row locks a write waits for get what is left of the busy
             // timeout (a number of ms logbook computed, not input).
@@ -316,7 +315,9 @@ impl PgStore {
                 c => Failed::Again(lost(&mut slot, c)),
             });
         }
-        let mut tx = PgTx::new(client, write).with_location(&self.loc.display);
+        let mut tx = PgTx::new(client, write)
+            .with_location(&self.loc.display)
+            .with_cache(cache);
         let out = f(&mut tx);
         let failure = tx.failure();
         match (out, failure) {
@@ -367,82 +368,59 @@ impl PgStore {
         }
     }
 
-    /// The number of notifications seen on `logbook_events`, after taking
-    /// those waiting (a follower reads it before each read of the feed).
+    /// A counter of the changes seen by [`PgStore::probe`] (a follower
+    /// reads it before each read of the feed).
     ///
     /// # Errors
     /// STORE_UNAVAILABLE when the server cannot be reached.
     pub fn change_mark(&self) -> Result<i64> {
-        self.with_listener(|client, changes| {
-            let mut n = client.notifications();
-            let mut it = n.iter();
-            while it.next()?.is_some() {
-                changes.set(changes.get() + 1);
-            }
-            Ok(())
-        })?;
+        self.probe()?;
         Ok(self.changes.get())
     }
 
-    /// Waits up to `poll` for a notification. Always `true`: a follower
-    /// reads again after each `poll` in any case, since the feed's horizon
-    /// also moves when a transaction that wrote no event ends (and a
-    /// transaction-mode pooler delivers no notifications at all).
+    /// Sleeps `poll`, then probes the feed; whether it changed since the
+    /// mark `seen`.
+    ///
+    /// Followers poll rather than LISTEN: a NOTIFY takes a lock that
+    /// serializes the commits of every notifying transaction, which halved
+    /// the throughput of 8 writers (BENCHMARKS.md, "PostgreSQL").
     ///
     /// # Errors
     /// STORE_UNAVAILABLE when the server cannot be reached.
-    pub fn wait_for_change(&self, _seen: i64, poll: Duration) -> Result<bool> {
-        self.with_listener(|client, changes| {
-            let mut n = client.notifications();
-            let mut it = n.timeout_iter(poll);
-            if it.next()?.is_some() {
-                changes.set(changes.get() + 1);
-            }
-            Ok(())
-        })?;
-        Ok(true)
+    pub fn wait_for_change(&self, seen: i64, poll: Duration) -> Result<bool> {
+        std::thread::sleep(poll);
+        self.probe()?;
+        Ok(self.changes.get() != seen)
     }
 
-    /// Runs `f` on the connection, after `LISTEN logbook_events` (sent
-    /// once per connection); a lost connection is dropped, so the next
-    /// read connects again.
-    fn with_listener(
-        &self,
-        f: impl FnOnce(&mut Client, &Cell<i64>) -> std::result::Result<(), postgres::Error>,
-    ) -> Result<()> {
-        let mut slot = self.conn.borrow_mut();
-        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
-            *slot = None;
-            let client = self
-                .connect()
-                .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
-            *slot = Some(Conn {
-                client,
-                listening: false,
-            });
-        }
-        let Some(conn) = slot.as_mut() else {
-            return Err(Error::internal("no connection after connecting"));
+    /// Reads the oldest running transaction's id (the feed's horizon) and
+    /// the newest event_id, one index probe; counts a change when either
+    /// moved. An event becomes readable in the feed only when its
+    /// transaction commits below the horizon, so one of the two moves: its
+    /// event_id is the newest, or the horizon passes its transaction. A
+    /// lost connection counts as a change (the read that follows reconnects
+    /// or fails with its code).
+    fn probe(&self) -> Result<()> {
+        let seen = self.with_client(|client, place| {
+            client
+                .query_one(
+                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8,
+                            COALESCE((SELECT max(event_id) FROM events), 0)",
+                    &[],
+                )
+                .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+                .map_err(|e| super::errors::to_error(&e, place))
+        });
+        let seen = match seen {
+            Ok(v) => Some(v),
+            Err(Error::Unavailable { .. }) => None,
+            Err(e) => return Err(e),
         };
-        let r = (|| {
-            if !conn.listening {
-                conn.client.batch_execute("LISTEN logbook_events")?;
-                conn.listening = true;
-            }
-            f(&mut conn.client, &self.changes)
-        })();
-        match r {
-            Ok(()) => Ok(()),
-            Err(e) => match classify(&e, &self.loc.display) {
-                Class::Lost(_) => {
-                    // The next read reconnects (and retries within the
-                    // busy timeout); a follower then reads again.
-                    *slot = None;
-                    Ok(())
-                }
-                c => Err(final_error(c, &self.loc.display, self.busy_timeout_ms)),
-            },
+        if seen.is_none() || seen != self.last_probe.get() {
+            self.last_probe.set(seen);
+            self.changes.set(self.changes.get() + 1);
         }
+        Ok(())
     }
 
     /// What `doctor` checks on the server ([`super::doctor::facts`]).
@@ -468,7 +446,7 @@ impl PgStore {
                     .map_err(|c| final_error(c, &self.loc.display, self.busy_timeout_ms))?;
                 *slot = Some(Conn {
                     client,
-                    listening: false,
+                    cache: StatementCache::new(self.loc.statement_cache_size),
                 });
             }
             let Some(conn) = slot.as_mut() else {

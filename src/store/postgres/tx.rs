@@ -37,7 +37,7 @@
 //! [`PgTx::failure`] tells the Store what the failed statement means for
 //! the transaction (PostgreSQL aborts a transaction at its first error).
 
-use super::errors::{classify, is_refusal, to_error, Class};
+use super::errors::{classify, is_refusal, is_stale_plan, to_error, Class};
 use super::sql::{Param, Params};
 use crate::error::{Error, Result};
 use postgres::{Client, Row};
@@ -56,9 +56,33 @@ pub enum Failure {
     Aborted,
 }
 
+/// Named statements prepared on one connection, by SQL text (at most
+/// `capacity`; beyond, statements run unnamed). A statement is parsed and
+/// planned once per connection instead of at every call, which measured
+/// about half of a checkpoint's server time (BENCHMARKS.md, "PostgreSQL").
+/// They are protocol-level statements of the session: a pooler in
+/// transaction mode needs `statement_cache_size=0` in the URL (or pgbouncer
+/// ≥ 1.21 with `max_prepared_statements`), docs/postgres.md.
+#[derive(Debug, Default)]
+pub struct StatementCache {
+    statements: std::collections::HashMap<String, postgres::Statement>,
+    capacity: usize,
+}
+
+impl StatementCache {
+    /// A cache of at most `capacity` statements (0: none prepared).
+    pub fn new(capacity: usize) -> Self {
+        StatementCache {
+            statements: std::collections::HashMap::new(),
+            capacity,
+        }
+    }
+}
+
 /// The store interface over one open PostgreSQL transaction of a client.
 pub struct PgTx<'c> {
     client: &'c mut Client,
+    cache: Option<&'c mut StatementCache>,
     write: bool,
     location: &'c str,
     failure: Option<Failure>,
@@ -81,10 +105,18 @@ impl<'c> PgTx<'c> {
     pub fn new(client: &'c mut Client, write: bool) -> Self {
         PgTx {
             client,
+            cache: None,
             write,
             location: "",
             failure: None,
         }
+    }
+
+    /// Runs statements as named ones prepared once on this connection
+    /// ([`StatementCache`]); without it every statement is unnamed.
+    pub fn with_cache(mut self, cache: &'c mut StatementCache) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// Names the server in errors ([`super::location::PgLocation::display`];
@@ -114,6 +146,15 @@ impl<'c> PgTx<'c> {
 
     /// Records a driver error and returns the caller's error for it.
     pub(crate) fn fail(&mut self, e: &postgres::Error) -> Error {
+        if is_stale_plan(e) {
+            // A migration changed a table under a prepared statement: run
+            // the transaction again with statements prepared anew.
+            if let Some(c) = self.cache.as_mut() {
+                c.statements.clear();
+            }
+            self.note(Failure::Retry);
+            return Error::Busy { timeout_ms: 0 };
+        }
         let class = classify(e, self.location);
         self.note(match class {
             Class::Transient => Failure::Retry,
@@ -140,9 +181,59 @@ impl<'c> PgTx<'c> {
         }
     }
 
+    /// The statement for `sql` from the cache, prepared now if it is not
+    /// there yet; `None` when statements run unnamed (no cache, or full).
+    fn prepared(
+        &mut self,
+        sql: &str,
+        p: &[Param<'_>],
+    ) -> Option<std::result::Result<postgres::Statement, postgres::Error>> {
+        let cache = self.cache.as_mut()?;
+        if let Some(st) = cache.statements.get(sql) {
+            return Some(Ok(st.clone()));
+        }
+        if cache.statements.len() >= cache.capacity {
+            return None;
+        }
+        let types: Vec<Type> = p.iter().map(|(_, t)| t.clone()).collect();
+        Some(self.client.prepare_typed(sql, &types).inspect(|st| {
+            cache.statements.insert(sql.to_owned(), st.clone());
+        }))
+    }
+
+    /// Runs a query, prepared or unnamed.
+    fn query_raw(
+        &mut self,
+        sql: &str,
+        p: &[Param<'_>],
+    ) -> std::result::Result<Vec<Row>, postgres::Error> {
+        match self.prepared(sql, p) {
+            Some(Ok(st)) => {
+                let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    p.iter().map(|(v, _)| *v).collect();
+                self.client.query(&st, &values)
+            }
+            Some(Err(e)) => Err(e),
+            None => self.client.query_typed(sql, p),
+        }
+    }
+
+    /// Runs a statement, prepared or unnamed; the rows it changed.
+    fn execute_raw(&mut self, sql: &str, p: &[Param<'_>]) -> std::result::Result<u64, postgres::Error> {
+        match self.prepared(sql, p) {
+            Some(Ok(st)) => {
+                let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    p.iter().map(|(v, _)| *v).collect();
+                self.client.execute(&st, &values)
+            }
+            Some(Err(e)) => Err(e),
+            None => self.client.execute_typed(sql, p),
+        }
+    }
+
     /// The rows of a statement.
     pub(crate) fn rows(&mut self, sql: &str, p: &[Param<'_>]) -> Result<Vec<Row>> {
-        match self.client.query_typed(sql, p) {
+        match self.query_raw(sql, p) {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.fail(&e)),
         }
@@ -161,7 +252,7 @@ impl<'c> PgTx<'c> {
 
     /// Runs a statement; returns the rows it changed.
     pub(crate) fn exec(&mut self, sql: &str, p: &[Param<'_>]) -> Result<u64> {
-        match self.client.execute_typed(sql, p) {
+        match self.execute_raw(sql, p) {
             Ok(n) => Ok(n),
             Err(e) => Err(self.fail(&e)),
         }
@@ -179,7 +270,7 @@ impl<'c> PgTx<'c> {
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
-        self.client.query_typed(sql, p)
+        self.query_raw(sql, p)
     }
 
     /// As [`PgTx::exec`], returning the driver's error unrecorded.
@@ -188,7 +279,7 @@ impl<'c> PgTx<'c> {
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<u64, postgres::Error> {
-        self.client.execute_typed(sql, p)
+        self.execute_raw(sql, p)
     }
 }
 
