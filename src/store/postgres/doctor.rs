@@ -135,7 +135,10 @@ mod tests {
         // Every CREATE TRIGGER of migrations/postgres/ (35 today), each
         // with the table it is on.
         assert_eq!(t.len(), 35, "{t:?}");
-        assert!(t.contains(&"events.events_seq_contiguous".to_owned()), "{t:?}");
+        assert!(
+            t.contains(&"events.events_seq_contiguous".to_owned()),
+            "{t:?}"
+        );
         assert!(
             t.contains(&"sessions.sessions_no_truncate".to_owned()),
             "{t:?}"

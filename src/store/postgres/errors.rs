@@ -119,7 +119,8 @@ pub fn to_error(e: &postgres::Error, location: &str) -> Error {
 pub fn is_stale_plan(e: &postgres::Error) -> bool {
     e.as_db_error().is_some_and(|d| {
         d.code() == &SqlState::FEATURE_NOT_SUPPORTED
-            && d.message().starts_with("cached plan must not change result type")
+            && d.message()
+                .starts_with("cached plan must not change result type")
     })
 }
 

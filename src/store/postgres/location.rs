@@ -250,7 +250,9 @@ impl PgLocation {
                         .parse::<usize>()
                         .ok()
                         .filter(|n| *n <= 10_000)
-                        .ok_or_else(|| bad("`statement_cache_size` must be an integer from 0 to 10000"))?;
+                        .ok_or_else(|| {
+                            bad("`statement_cache_size` must be an integer from 0 to 10000")
+                        })?;
                 }
                 "sslmode" => sslmode = Some(value),
                 "sslrootcert" => sslrootcert = Some(value),

@@ -219,7 +219,11 @@ impl<'c> PgTx<'c> {
     }
 
     /// Runs a statement, prepared or unnamed; the rows it changed.
-    fn execute_raw(&mut self, sql: &str, p: &[Param<'_>]) -> std::result::Result<u64, postgres::Error> {
+    fn execute_raw(
+        &mut self,
+        sql: &str,
+        p: &[Param<'_>],
+    ) -> std::result::Result<u64, postgres::Error> {
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
                 let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
