@@ -334,3 +334,88 @@ fn pg_restart_mid_load_keeps_every_acknowledged_write() {
         summary.0, summary.1, summary.2
     );
 }
+
+/// The roles docs/postgres.md sets up, as its SQL says: the owner migrates;
+/// an agent role writes through logbook without owning anything; an
+/// operators' role granted only the views reads them and nothing else.
+#[test]
+fn pg_roles_agent_writes_and_operator_reads_only_the_views() {
+    let env = TestEnv::new();
+    let id = env.create("owned"); // the owner creates and migrates
+    let pg = env.pg.as_ref().unwrap();
+    let mut c = env.pg_client();
+    let agent = format!("{}_agent", pg.name);
+    let operator = format!("{}_operator", pg.name);
+    // The names are ours (fixed prefix, hex): nothing to quote.
+    c.batch_execute(&format!(
+        "CREATE ROLE {agent} LOGIN PASSWORD 'agent-pw';
+         GRANT USAGE ON SCHEMA public TO {agent};
+         GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {agent};
+         GRANT DELETE ON session_leases TO {agent};
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {agent};
+         CREATE ROLE {operator} LOGIN PASSWORD 'operator-pw';
+         GRANT USAGE ON SCHEMA public TO {operator};
+         GRANT SELECT ON v_sessions, v_events, v_daily, v_runs TO {operator};"
+    ))
+    .unwrap();
+    let as_role = |role: &str, pw: &str| crate::pg::with_user(&pg.url, role, pw);
+    let agent_url = as_role(&agent, "agent-pw");
+    let op_url = as_role(&operator, "operator-pw");
+    let lb = |url: &str, args: &[&str]| -> Run {
+        env.command()
+            .arg("--db")
+            .arg(url)
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap()
+            .into()
+    };
+    // The agent records work and ends it; a lease is taken and released.
+    let r = lb(&agent_url, &["session", "checkpoint", &id, "--step", "s1"]);
+    assert_eq!(r.json()["data"]["rev"], 2, "{}", r.stdout);
+    let lock = lb(&agent_url, &["session", "lock", &id]).data();
+    let token = lock["token"].as_str().unwrap().to_owned();
+    lb(&agent_url, &["session", "unlock", &id, "--token", &token]).data();
+    let other = lb(&agent_url, &["session", "create", "--title", "by agent"]).data();
+    assert_eq!(other["rev"], 1);
+    assert_eq!(lb(&agent_url, &["verify"]).data()["sessions"], 2);
+    // The agent cannot remove what the triggers would not let anyone remove,
+    // and holds no right to try.
+    let mut a = postgres::Client::connect(&agent_url, postgres::NoTls).unwrap();
+    let e = a.batch_execute("TRUNCATE events").unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{e}");
+
+    // The operator reads the views…
+    let mut o = postgres::Client::connect(&op_url, postgres::NoTls).unwrap();
+    let n: i64 = o
+        .query_one("SELECT count(*) FROM v_sessions", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 2);
+    let n: i64 = o
+        .query_one("SELECT count(*) FROM v_events", &[])
+        .unwrap()
+        .get(0);
+    assert!(n >= 4, "{n}");
+    // …and nothing else: every table is refused, reads and writes.
+    for sql in [
+        "SELECT count(*) FROM sessions",
+        "SELECT count(*) FROM events",
+        "SELECT count(*) FROM session_data",
+        "UPDATE sessions SET title = 'x'",
+    ] {
+        let e = o.batch_execute(sql).unwrap_err();
+        assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{sql}: {e}");
+    }
+    // logbook itself needs the tables: as the operator it says so, coded.
+    let e = assert_error(&lb(&op_url, &["session", "list"]), "STORE_IO", 6);
+    assert!(
+        e["message"].as_str().unwrap().contains("permission denied"),
+        "{e}"
+    );
+    c.batch_execute(&format!(
+        "DROP OWNED BY {agent}; DROP OWNED BY {operator}; DROP ROLE {agent}; DROP ROLE {operator};"
+    ))
+    .ok();
+}
