@@ -76,19 +76,7 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
             ))
         })?;
     let actor = e.actor_type.as_str();
-    let hash = chain::event_hash(
-        &prev,
-        &chain::EventFields {
-            session_id: e.session_id.as_bytes(),
-            seq,
-            event_type: e.event_type.as_bytes(),
-            at_ms,
-            actor_type: actor.as_bytes(),
-            detail: e.detail.map(str::as_bytes),
-            data: e.data.map(str::as_bytes),
-            run_id: e.run_id.map(str::as_bytes),
-        },
-    );
+    let hash = e.hash(&prev, seq, at_ms);
     conn.prepare_cached(INSERT_EVENT)?.execute(params![
         e.session_id,
         seq,

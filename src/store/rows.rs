@@ -65,6 +65,26 @@ pub struct NewEvent<'a> {
     pub run_id: Option<&'a str>,
 }
 
+impl NewEvent<'_> {
+    /// The event's chain hash at `seq` and `at_ms` after `prev` (SPEC §4;
+    /// [`chain::event_hash`]): what both backends store.
+    pub fn hash(&self, prev: &[u8; 32], seq: i64, at_ms: i64) -> [u8; 32] {
+        chain::event_hash(
+            prev,
+            &EventFields {
+                session_id: self.session_id.as_bytes(),
+                seq,
+                event_type: self.event_type.as_bytes(),
+                at_ms,
+                actor_type: self.actor_type.as_str().as_bytes(),
+                detail: self.detail.map(str::as_bytes),
+                data: self.data.map(str::as_bytes),
+                run_id: self.run_id.map(str::as_bytes),
+            },
+        )
+    }
+}
+
 /// A used idempotency key: what its first attempt stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyHit {
@@ -466,5 +486,44 @@ impl ChainRow {
                 run_id: self.run_id.as_deref(),
             },
         )
+    }
+}
+
+impl SessionRows {
+    /// The session row an import inserts first: a terminal session with
+    /// runs goes in one step before its end (active, rev − 1), so that its
+    /// runs can be inserted under the triggers, then ends; any other as
+    /// recorded.
+    pub fn first_row(&self) -> super::SessionRow<'_> {
+        let staged = self.status.is_terminal() && !self.workflow.runs.is_empty();
+        let (status, rev) = if staged {
+            (SessionStatus::Active, self.rev - 1)
+        } else {
+            (self.status, self.rev)
+        };
+        super::SessionRow {
+            session_id: &self.session_id,
+            status,
+            title: &self.title,
+            goal: self.goal.as_deref(),
+            app: self.app.as_deref(),
+            agent_id: self.agent_id.as_deref(),
+            route: self.route.as_deref(),
+            stage: self.stage.as_deref(),
+            parent_session_id: self.parent_session_id.as_deref(),
+            tags: &self.tags,
+            context: &self.context,
+            metadata: &self.metadata,
+            actor_type: self.actor_type,
+            actor_id: self.actor_id.as_deref(),
+            rev,
+            checkpoint_seq: self.checkpoint_seq,
+            final_result: self.final_result.as_deref(),
+            end_reason: self.end_reason.as_deref(),
+            usage: self.usage,
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            ended_at_ms: self.ended_at_ms,
+        }
     }
 }

@@ -21,7 +21,6 @@ pub use super::rows::{
 };
 use super::sessions::INSERT_REF;
 use crate::chain;
-use crate::model::SessionStatus;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Every session id, in id order (the export order).
@@ -149,38 +148,7 @@ pub fn run_exists(conn: &Connection, run_id: &str) -> rusqlite::Result<bool> {
 /// checked that such a session's rev is at least 2.
 pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Result<()> {
     let staged = s.status.is_terminal() && !s.workflow.runs.is_empty();
-    let (status, rev) = if staged {
-        (SessionStatus::Active, s.rev - 1)
-    } else {
-        (s.status, s.rev)
-    };
-    super::sessions::insert_session(
-        conn,
-        &crate::store::SessionRow {
-            session_id: &s.session_id,
-            status,
-            title: &s.title,
-            goal: s.goal.as_deref(),
-            app: s.app.as_deref(),
-            agent_id: s.agent_id.as_deref(),
-            route: s.route.as_deref(),
-            stage: s.stage.as_deref(),
-            parent_session_id: s.parent_session_id.as_deref(),
-            tags: &s.tags,
-            context: &s.context,
-            metadata: &s.metadata,
-            actor_type: s.actor_type,
-            actor_id: s.actor_id.as_deref(),
-            rev,
-            checkpoint_seq: s.checkpoint_seq,
-            final_result: s.final_result.as_deref(),
-            end_reason: s.end_reason.as_deref(),
-            usage: s.usage,
-            created_at_ms: s.created_at_ms,
-            updated_at_ms: s.updated_at_ms,
-            ended_at_ms: s.ended_at_ms,
-        },
-    )?;
+    super::sessions::insert_session(conn, &s.first_row())?;
     let mut ordinals: [(&str, i64); 3] = [("plan", 0), ("operation", 0), ("deployment", 0)];
     for r in &s.refs {
         let Some(slot) = ordinals.iter_mut().find(|(k, _)| *k == r.kind) else {

@@ -4,7 +4,6 @@
 use super::super::errors::is_unique_violation;
 use super::super::tx::{Failure, PgTx};
 use super::{col, extracted_text};
-use crate::chain;
 use crate::error::{Error, LatestEvent, Result};
 use crate::model::{ActorType, Event};
 use crate::store::codec::json_of_text;
@@ -105,19 +104,7 @@ pub fn insert_event(tx: &mut PgTx<'_>, e: &NewEvent<'_>) -> Result<(i64, i64)> {
     let at_ms: i64 = col(&next, 1)?;
     let prev = chain_link(col::<Option<&[u8]>>(&next, 2)?);
     let actor = e.actor_type.as_str();
-    let hash = chain::event_hash(
-        &prev,
-        &chain::EventFields {
-            session_id: e.session_id.as_bytes(),
-            seq,
-            event_type: e.event_type.as_bytes(),
-            at_ms,
-            actor_type: actor.as_bytes(),
-            detail: e.detail.map(str::as_bytes),
-            data: e.data.map(str::as_bytes),
-            run_id: e.run_id.map(str::as_bytes),
-        },
-    );
+    let hash = e.hash(&prev, seq, at_ms);
     let (prev, hash) = (&prev[..], &hash[..]);
     let key = e.idempotency.map(|(k, d)| (key_sha256(k), d));
     let mut p: Vec<super::Param<'_>> = vec![

@@ -11,12 +11,10 @@ use super::super::tx::PgTx;
 use super::{col, Param};
 use crate::chain;
 use crate::error::{Error, Result};
-use crate::model::SessionStatus;
 use crate::store::codec::json_of_text;
 use crate::store::rows::{
     BudgetFull, RunRow, SessionRows, SnapshotFull, StoredEvent, StoredRef, WorkflowRows,
 };
-use crate::store::SessionRow;
 use postgres::types::Type;
 
 /// The insertion key of one session.
@@ -263,35 +261,7 @@ impl From<postgres::Error> for Stop {
 /// when its id is taken.
 pub fn insert_session_rows(tx: &mut PgTx<'_>, s: &SessionRows) -> std::result::Result<bool, Stop> {
     let staged = s.status.is_terminal() && !s.workflow.runs.is_empty();
-    let (status, rev) = if staged {
-        (SessionStatus::Active, s.rev - 1)
-    } else {
-        (s.status, s.rev)
-    };
-    let row = SessionRow {
-        session_id: &s.session_id,
-        status,
-        title: &s.title,
-        goal: s.goal.as_deref(),
-        app: s.app.as_deref(),
-        agent_id: s.agent_id.as_deref(),
-        route: s.route.as_deref(),
-        stage: s.stage.as_deref(),
-        parent_session_id: s.parent_session_id.as_deref(),
-        tags: &s.tags,
-        context: &s.context,
-        metadata: &s.metadata,
-        actor_type: s.actor_type,
-        actor_id: s.actor_id.as_deref(),
-        rev,
-        checkpoint_seq: s.checkpoint_seq,
-        final_result: s.final_result.as_deref(),
-        end_reason: s.end_reason.as_deref(),
-        usage: s.usage,
-        created_at_ms: s.created_at_ms,
-        updated_at_ms: s.updated_at_ms,
-        ended_at_ms: s.ended_at_ms,
-    };
+    let row = s.first_row();
     if super::sessions::try_insert_session(tx, &row)?.is_none() {
         return Ok(false);
     }
