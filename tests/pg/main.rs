@@ -31,6 +31,7 @@ mod pg;
 // PostgreSQL only.
 mod pg_schema;
 mod pg_server;
+mod pg_tls;
 mod pg_triggers;
 mod pg_tx;
 mod pg_tx_concurrency;
