@@ -32,9 +32,10 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// Input format: jsonl (a file, or - for stdin), phelix (a data folder)
-    /// or amber (a project folder, its .amber, or .amber/sessions)
+    /// or amber (a project folder, its .amber, or .amber/sessions) [default:
+    /// jsonl for a file or -; a folder needs phelix or amber]
     #[arg(long, value_name = "FORMAT", value_parser = parse_import_format)]
-    format: ImportFormat,
+    format: Option<ImportFormat>,
     /// The file or folder to read
     #[arg(value_name = "SRC")]
     src: PathBuf,
@@ -129,6 +130,16 @@ fn counts(r: &ImportReport) -> String {
 /// INVALID_ARGUMENT failure (exit 2) whose `details` is the whole report
 /// (the sessions that were fine are imported all the same).
 pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<Option<ExitCode>> {
+    let format = match args.format {
+        Some(f) => f,
+        None if args.src.is_dir() => {
+            return Err(Error::invalid(
+                "--format",
+                "a folder is imported with --format phelix or --format amber",
+            ))
+        }
+        None => ImportFormat::Jsonl,
+    };
     // Before any other thread starts (the spinner's; see `signals`).
     let sig = super::signals::install();
     let ledger = open_interruptible(global, &sig.interrupt)?;
@@ -140,7 +151,7 @@ pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<O
         }
     };
     let result = if args.src.as_os_str() == "-" {
-        if args.format != ImportFormat::Jsonl {
+        if format != ImportFormat::Jsonl {
             return Err(Error::invalid(
                 "SRC",
                 "`-` (stdin) is for --format jsonl only",
@@ -150,7 +161,7 @@ pub fn import(args: &ImportArgs, global: &GlobalArgs, out: &Printer) -> Result<O
         let stdin = Box::new(std::io::BufReader::with_capacity(256 * 1024, stdin));
         ledger.import_jsonl_stream(stdin, "-", &mut tick)
     } else {
-        ledger.import(args.format, &args.src, &mut tick)
+        ledger.import(format, &args.src, &mut tick)
     };
     if let Some(pb) = &pb {
         pb.finish_and_clear();

@@ -290,3 +290,38 @@ fn imported_times_and_usage_must_be_consistent_and_in_range() {
         assert_eq!(rows_anywhere(&target, &s), 0);
     }
 }
+
+/// `import` without `--format` reads jsonl from a file or stdin (the
+/// pipe of docs/postgres.md, `export --out - | import -`); a folder needs
+/// its format named, and is refused with nothing imported.
+#[test]
+fn import_without_format_reads_jsonl_from_a_file_or_stdin_and_refuses_a_folder() {
+    let src = TestEnv::new();
+    let a = src.create("one");
+    src.checkpoint(&a, "s1");
+    let exported = src.run(&["export", "--format", "jsonl"]).stdout;
+    let file = src.dir.path().join("x.jsonl");
+    std::fs::write(&file, &exported).unwrap();
+
+    let dst = TestEnv::new();
+    let r = dst.json(&["import", file.to_str().unwrap()]).data();
+    assert_eq!(r["imported"], 1);
+    let piped = TestEnv::new();
+    let mut c = piped.cli(&["import", "-"]);
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), exported.as_bytes()).unwrap();
+    let r: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(r.data()["imported"], 1);
+    assert_eq!(piped.run(&["export", "--format", "jsonl"]).stdout, exported);
+
+    let folder = TestEnv::new();
+    let e = assert_error(
+        &folder.json(&["import", src.dir.path().to_str().unwrap()]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(e["details"]["field"], "--format");
+    assert!(!folder.db.exists(), "refused before the database is opened");
+}

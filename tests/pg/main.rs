@@ -29,6 +29,7 @@ mod common;
 mod pg;
 
 // PostgreSQL only.
+mod pg_move;
 mod pg_schema;
 mod pg_server;
 mod pg_tls;
