@@ -116,10 +116,10 @@ fn pump_up(mut from: TcpStream, mut to: TcpStream, st: &State) {
             Ok(n) => n,
         };
         let chunk = &buf[..n];
-        let is_commit = chunk.first() == Some(&b'Q')
-            && chunk
-                .windows(7)
-                .any(|w| w.eq_ignore_ascii_case(b"COMMIT\0"));
+        // A simple-protocol Query message: 'Q', length 11, "COMMIT\0",
+        // wherever it stands in the chunk (the driver may send the Close of
+        // a statement in front of it).
+        let is_commit = chunk.windows(12).any(|w| w == b"Q\0\0\0\x0bCOMMIT\0");
         if is_commit && st.cut_after_commit.swap(false, Ordering::SeqCst) {
             // The client's side goes first, so no reply can reach it; then
             // the server gets the COMMIT, applies it, and loses the client.

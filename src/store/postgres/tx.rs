@@ -38,7 +38,7 @@
 //! the transaction (PostgreSQL aborts a transaction at its first error).
 
 use super::errors::{classify, is_refusal, is_stale_plan, to_error, Class};
-use super::sql::{Param, Params};
+use super::sql::Param;
 use crate::error::{Error, Result};
 use postgres::{Client, Row};
 
@@ -83,6 +83,14 @@ impl StatementCache {
 pub struct PgTx<'c> {
     client: &'c mut Client,
     cache: Option<&'c mut StatementCache>,
+    /// What the next event of one session needs, as the statement just
+    /// run left it (a guarded UPDATE's RETURNING, or the last event
+    /// insert); any other statement forgets it.
+    next_event: Option<(String, super::sql::events::NextEvent)>,
+    /// The session whose row this transaction holds locked (a write's
+    /// state read, guarded UPDATE or insert): only then is what a statement
+    /// read of its events still true at the next one.
+    locked: Option<String>,
     write: bool,
     location: &'c str,
     failure: Option<Failure>,
@@ -106,6 +114,8 @@ impl<'c> PgTx<'c> {
         PgTx {
             client,
             cache: None,
+            next_event: None,
+            locked: None,
             write,
             location: "",
             failure: None,
@@ -201,12 +211,46 @@ impl<'c> PgTx<'c> {
         }))
     }
 
+    /// Keeps what the next event of `session` needs (see the field), if
+    /// this transaction holds the session's row.
+    pub(crate) fn keep_next_event(&mut self, session: &str, n: super::sql::events::NextEvent) {
+        if self.holds_lock(session) {
+            self.next_event = Some((session.to_owned(), n));
+        }
+    }
+
+    /// Records that this transaction holds `session`'s row (locked, updated
+    /// or inserted by it) until it ends.
+    pub(crate) fn note_locked(&mut self, session: &str) {
+        if self.write {
+            self.locked = Some(session.to_owned());
+        }
+    }
+
+    /// Whether this transaction holds `session`'s row.
+    pub(crate) fn holds_lock(&self, session: &str) -> bool {
+        self.locked.as_deref() == Some(session)
+    }
+
+    /// What the next event of `session` needs, if the last statement left
+    /// it; taken.
+    pub(crate) fn take_next_event(
+        &mut self,
+        session: &str,
+    ) -> Option<super::sql::events::NextEvent> {
+        match self.next_event.take() {
+            Some((s, n)) if s == session => Some(n),
+            _ => None,
+        }
+    }
+
     /// Runs a query, prepared or unnamed.
     fn query_raw(
         &mut self,
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
+        self.next_event = None;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
                 let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -224,6 +268,7 @@ impl<'c> PgTx<'c> {
         sql: &str,
         p: &[Param<'_>],
     ) -> std::result::Result<u64, postgres::Error> {
+        self.next_event = None;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
                 let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -260,11 +305,6 @@ impl<'c> PgTx<'c> {
             Ok(n) => Ok(n),
             Err(e) => Err(self.fail(&e)),
         }
-    }
-
-    /// As [`PgTx::exec`], for an assembled statement.
-    pub(crate) fn exec_dyn(&mut self, sql: &str, p: &Params) -> Result<u64> {
-        self.exec(sql, &super::sql::borrow(p))
     }
 
     /// As [`PgTx::rows`], returning the driver's error unrecorded (the

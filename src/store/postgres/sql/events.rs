@@ -96,13 +96,36 @@ pub fn map_event(row: &Row, base: usize) -> Result<Event> {
 }
 
 /// Appends an event with its chain link and key: `(event_id, seq)`.
+/// What the next event of a session needs: its seq, its time (the
+/// session's `updated_at_ms`) and the chain's last hash.
+#[derive(Debug, Clone, Copy)]
+pub struct NextEvent {
+    /// max(seq) + 1, or 0.
+    pub seq: i64,
+    /// The session's `updated_at_ms`.
+    pub at_ms: i64,
+    /// The last event's hash (32 zero bytes before the first).
+    pub prev: [u8; 32],
+}
+
+/// Appends one event with its chain link; `(event_id, seq)`. The next
+/// seq, time and last hash come from what the statement before left
+/// ([`PgTx::take_next_event`]: the guarded UPDATE, or this session's last
+/// insert), else from one read under the session's row lock.
 pub fn insert_event(tx: &mut PgTx<'_>, e: &NewEvent<'_>) -> Result<(i64, i64)> {
-    let next = tx
-        .row(SELECT_NEXT_EVENT, &[(&e.session_id, Type::TEXT)])?
-        .ok_or_else(|| Error::internal("database error: Query returned no rows"))?;
-    let seq: i64 = col(&next, 0)?;
-    let at_ms: i64 = col(&next, 1)?;
-    let prev = chain_link(col::<Option<&[u8]>>(&next, 2)?);
+    let NextEvent { seq, at_ms, prev } = match tx.take_next_event(e.session_id) {
+        Some(n) => n,
+        None => {
+            let next = tx
+                .row(SELECT_NEXT_EVENT, &[(&e.session_id, Type::TEXT)])?
+                .ok_or_else(|| Error::internal("database error: Query returned no rows"))?;
+            NextEvent {
+                seq: col(&next, 0)?,
+                at_ms: col(&next, 1)?,
+                prev: chain_link(col::<Option<&[u8]>>(&next, 2)?),
+            }
+        }
+    };
     let actor = e.actor_type.as_str();
     let hash = e.hash(&prev, seq, at_ms);
     let (prev, hash) = (&prev[..], &hash[..]);
@@ -142,6 +165,17 @@ pub fn insert_event(tx: &mut PgTx<'_>, e: &NewEvent<'_>) -> Result<(i64, i64)> {
         Some(r) => col(r, 0)?,
         None => return Err(Error::internal("database error: Query returned no rows")),
     };
+    // Nothing else wrote since: the next event of this session follows it.
+    let mut next_prev = [0u8; 32];
+    next_prev.copy_from_slice(hash);
+    tx.keep_next_event(
+        e.session_id,
+        NextEvent {
+            seq: seq + 1,
+            at_ms,
+            prev: next_prev,
+        },
+    );
     Ok((event_id, seq))
 }
 
