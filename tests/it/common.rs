@@ -346,6 +346,20 @@ impl TestEnv {
         )
     }
 
+    /// Rows of `table`, 0 when the table (or the SQLite file) does not
+    /// exist yet.
+    pub fn count_or_zero(&self, table: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        if on_pg() {
+            return off_runtime(|| {
+                self.pg_client()
+                    .query_one(&sql, &[])
+                    .map_or(0, |r| r.get::<_, i64>(0))
+            });
+        }
+        self.sql().query_row(&sql, [], |r| r.get(0)).unwrap_or(0)
+    }
+
     /// A library [`Ledger`] on the DB, with the default options.
     pub fn ledger(&self) -> Ledger {
         open_ledger(&self.db)
@@ -752,9 +766,9 @@ pub const BOOM_TRIGGER_PG: &str = "CREATE FUNCTION boom() RETURNS trigger LANGUA
 #[track_caller]
 pub fn assert_write_lock_free(env: &TestEnv) {
     if on_pg() {
-        let mut c = env.pg_client();
         off_runtime(|| {
-            c.batch_execute("BEGIN; SELECT 1 FROM sessions FOR UPDATE NOWAIT; ROLLBACK")
+            env.pg_client()
+                .batch_execute("BEGIN; SELECT 1 FROM sessions FOR UPDATE NOWAIT; ROLLBACK")
                 .expect("no session row is locked")
         });
         assert_eq!(env.pg_idle_in_transaction(), 0, "a connection is left in a transaction");

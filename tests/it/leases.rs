@@ -49,11 +49,13 @@ fn lock_prints_the_token_once_and_stores_only_its_hash() {
     );
     // Only the SHA-256 reaches the database.
     use sha2::Digest;
-    let stored: String = env
-        .sql()
-        .query_row("SELECT token_sha256 FROM session_leases", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
+    let stored = env.rows("SELECT token_sha256 FROM session_leases", &[]);
+    assert_eq!(
+        stored,
+        [[serde_json::json!(hex::encode(sha2::Sha256::digest(
+            token.as_bytes()
+        )))]]
+    );
     assert!(!env
         .db_bytes()
         .windows(20)
@@ -358,6 +360,8 @@ fn lock_refusals_on_missing_and_terminal_sessions() {
     );
 }
 
+// SQLite's statement cache (rusqlite).
+sqlite_only! {
 /// The per-mutation lease look-up stays prepared (it runs on every write).
 #[test]
 fn the_lease_lookup_is_never_reprepared() {
@@ -383,6 +387,7 @@ fn the_lease_lookup_is_never_reprepared() {
         .prepare_cached(logbook::store::workflow::SELECT_LEASE)
         .unwrap();
     assert_eq!(st.get_status(StatementStatus::RePrepare), 0);
+}
 }
 
 /// Run verbs, usage and budgets are mutations too: a live lease refuses
