@@ -286,7 +286,9 @@ fn a_lease_whose_owner_was_killed_is_taken_over() {
 fn a_lease_expires_after_its_ttl() {
     let env = TestEnv::new();
     let s = env.create("a");
-    let token = lock(&env, &s, &["--owner-pid", &me(), "--ttl-ms", "150"])["token"]
+    // Long enough for the next command to start and connect on a loaded
+    // machine (a server connection takes longer than opening a file).
+    let token = lock(&env, &s, &["--owner-pid", &me(), "--ttl-ms", "2000"])["token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -295,7 +297,7 @@ fn a_lease_expires_after_its_ttl() {
         "LEASE_HELD",
         4,
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     // Expired: its own token is refused, other writers go ahead.
     assert_error(
         &env.json(&[

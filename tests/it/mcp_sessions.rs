@@ -57,12 +57,22 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
         .await);
         assert_eq!(list["sessions"][0]["session_id"], id.as_str());
         assert_eq!(list["next_cursor"], Value::Null);
-        let feed = ok(&call(
-            &client,
-            "logbook_events",
-            json!({"after": 0, "sessions": [id], "limit": 2}),
-        )
-        .await);
+        // On PostgreSQL the feed shows an event once every older
+        // transaction of the server has ended (another test's may still
+        // run): wait for it, within 30 s.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let feed = loop {
+            let feed = ok(&call(
+                &client,
+                "logbook_events",
+                json!({"after": 0, "sessions": [id], "limit": 2}),
+            )
+            .await);
+            if !on_pg() || feed["events"].as_array().unwrap().len() == 2 || std::time::Instant::now() > until {
+                break feed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         let types: Vec<&str> = feed["events"]
             .as_array()
             .unwrap()
@@ -70,12 +80,18 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
             .map(|e| e["type"].as_str().unwrap())
             .collect();
         assert_eq!(types, ["created", "checkpoint"]);
-        let more = ok(&call(
-            &client,
-            "logbook_events",
-            json!({"after": feed["next_cursor"]}),
-        )
-        .await);
+        let more = loop {
+            let more = ok(&call(
+                &client,
+                "logbook_events",
+                json!({"after": feed["next_cursor"]}),
+            )
+            .await);
+            if !on_pg() || more["events"].as_array().is_some_and(|e| !e.is_empty()) || std::time::Instant::now() > until {
+                break more;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         assert_eq!(more["events"][0]["type"], "completed");
         let shown = text(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
         client.cancel().await.unwrap();

@@ -113,10 +113,18 @@ fn each_state_present_missing_unavailable_unknown() {
     }
     assert!(gone, "the resolver's child {child} outlived its timeout");
     // Without a configuration every external reference is unknown; the
-    // default location is logbook.toml beside the database.
+    // default location is logbook.toml beside the database (for a server,
+    // $HOME/.config/logbook/logbook.toml: HOME is the env's folder).
     let plain = env.json(&["session", "show", &parent]).data();
     assert!(states(&plain)[1..].iter().all(|r| r.2 == "unknown"));
-    std::fs::copy(&config, dir.join("logbook.toml")).unwrap();
+    let default = if on_pg() {
+        let d = dir.join(".config/logbook");
+        std::fs::create_dir_all(&d).unwrap();
+        d.join("logbook.toml")
+    } else {
+        dir.join("logbook.toml")
+    };
+    std::fs::copy(&config, default).unwrap();
     let beside = env.json(&["session", "show", &parent]).data();
     assert_eq!(states(&beside)[1].2, "present");
 }
