@@ -427,12 +427,24 @@ fn a_tampered_or_deleted_snapshot_is_caught() {
     for tamper in tampers {
         let env = TestEnv::new();
         let s = env.create("a");
-        let r = env.json(&["session", "checkpoint", &s, "--step", "one", "--state", "{\"st\":\"a\"}"]);
+        let r = env.json(&[
+            "session",
+            "checkpoint",
+            &s,
+            "--step",
+            "one",
+            "--state",
+            "{\"st\":\"a\"}",
+        ]);
         assert_eq!(r.code, 0, "{}", r.stdout);
         assert_eq!(env.json(&["verify"]).code, 0);
         env.batch(tamper);
         let d = tampered(&env, &[]);
-        assert_eq!((d["seq"].as_i64(), d["problem"].as_str()), (Some(1), Some("snapshot")), "{tamper}");
+        assert_eq!(
+            (d["seq"].as_i64(), d["problem"].as_str()),
+            (Some(1), Some("snapshot")),
+            "{tamper}"
+        );
         // doctor is SQLite's alone for now (INVALID_ARGUMENT on a server).
         if !on_pg() {
             assert_error(&env.json(&["doctor"]), "LEDGER_TAMPERED", 6);

@@ -472,7 +472,10 @@ fn c23_secrets_in_rejected_input_are_never_echoed() {
         let bytes = env.db_bytes();
         assert!(contains_bytes(&bytes, b"deploy with [REDACTED]"));
         for secret in [SK, GHP] {
-            assert!(!contains_bytes(&bytes, secret.as_bytes()), "the server holds {secret}");
+            assert!(
+                !contains_bytes(&bytes, secret.as_bytes()),
+                "the server holds {secret}"
+            );
         }
     } else {
         let wal = companion(env.path(), "-wal");

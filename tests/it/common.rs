@@ -302,8 +302,10 @@ impl TestEnv {
             off_runtime(|| self.pg_client().batch_execute(sql)).map_err(|e| {
                 // The server's own message (the driver's Display is only
                 // "db error").
-                e.as_db_error()
-                    .map_or_else(|| e.to_string(), |d| format!("{}: {}", d.code().code(), d.message()))
+                e.as_db_error().map_or_else(
+                    || e.to_string(),
+                    |d| format!("{}: {}", d.code().code(), d.message()),
+                )
             })
         } else {
             self.sql().execute_batch(sql).map_err(|e| e.to_string())
@@ -769,9 +771,13 @@ pub fn assert_write_lock_free(env: &TestEnv) {
         off_runtime(|| {
             env.pg_client()
                 .batch_execute("BEGIN; SELECT 1 FROM sessions FOR UPDATE NOWAIT; ROLLBACK")
-                .expect("no session row is locked")
+                .expect("no session row is locked");
         });
-        assert_eq!(env.pg_idle_in_transaction(), 0, "a connection is left in a transaction");
+        assert_eq!(
+            env.pg_idle_in_transaction(),
+            0,
+            "a connection is left in a transaction"
+        );
         return;
     }
     let c = rusqlite::Connection::open(env.path()).unwrap();

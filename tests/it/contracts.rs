@@ -228,7 +228,14 @@ fn cli_envelopes_are_pinned() {
         let msg = e["message"].as_str().unwrap();
         let pg = empty.pg.as_ref().unwrap();
         assert!(msg.contains(&pg.name), "{msg}");
-        let userinfo = pg.url.split_once("://").unwrap().1.split_once('@').unwrap().0;
+        let userinfo = pg
+            .url
+            .split_once("://")
+            .unwrap()
+            .1
+            .split_once('@')
+            .unwrap()
+            .0;
         let password = userinfo.split_once(':').unwrap().1;
         assert!(!msg.contains(password), "the message holds the password");
         // Every other envelope is the golden file's, byte for byte.

@@ -134,7 +134,7 @@ fn export_stops(signal: i32, name: &str, exit: i32) {
             .data();
         env.db.clone()
     } else {
-        db.to_path_buf()
+        db.clone()
     };
     let out_dir = env.dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();

@@ -180,7 +180,12 @@ fn the_exact_i64_boundaries_are_kept_to_the_digit() {
     } else {
         assert_eq!(
             stored[0],
-            [json!(i64::MAX), json!(i64::MIN), json!("integer"), json!("integer")]
+            [
+                json!(i64::MAX),
+                json!(i64::MIN),
+                json!("integer"),
+                json!("integer")
+            ]
         );
     }
     let run = env.json(&[

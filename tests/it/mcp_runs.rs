@@ -96,14 +96,23 @@ fn drives_a_run_to_completion_with_actor_mcp_and_session_usage_rolled_up() {
             &format!(
                 "SELECT status, input_tokens, output_tokens, api_calls, turn_count, ended_at_ms, \
                  {} FROM runs WHERE run_id = $1",
-                pick("json_extract(output, '$.content')", "output::json->>'content'")
+                pick(
+                    "json_extract(output, '$.content')",
+                    "output::json->>'content'"
+                )
             ),
             &[&rid],
         )
         .remove(0);
     assert_eq!(
         row[..5],
-        [json!("completed"), json!(120), json!(80), json!(1), json!(1)]
+        [
+            json!("completed"),
+            json!(120),
+            json!(80),
+            json!(1),
+            json!(1)
+        ]
     );
     assert_eq!(row[6], "Hello!");
     assert!(row[5].is_i64());

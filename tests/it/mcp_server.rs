@@ -35,20 +35,20 @@ fn an_idle_server_holds_no_read_transaction_c14() {
             // Its connection sits outside any transaction.
             assert_eq!(env.pg_idle_in_transaction(), 0);
         } else {
-        let c = env.sql();
-        let (busy, log, done): (i64, i64, i64) = c
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .unwrap();
-        assert_eq!(
-            (busy, log, done),
-            (0, 0, 0),
-            "TRUNCATE checkpoint went through"
-        );
-        let mut wal = env.db.clone().into_os_string();
-        wal.push("-wal");
-        assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+            let c = env.sql();
+            let (busy, log, done): (i64, i64, i64) = c
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .unwrap();
+            assert_eq!(
+                (busy, log, done),
+                (0, 0, 0),
+                "TRUNCATE checkpoint went through"
+            );
+            let mut wal = env.db.clone().into_os_string();
+            wal.push("-wal");
+            assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
         }
         // And the server still works afterwards.
         ok(&call(

@@ -68,7 +68,10 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
                 json!({"after": 0, "sessions": [id], "limit": 2}),
             )
             .await);
-            if !on_pg() || feed["events"].as_array().unwrap().len() == 2 || std::time::Instant::now() > until {
+            if !on_pg()
+                || feed["events"].as_array().unwrap().len() == 2
+                || std::time::Instant::now() > until
+            {
                 break feed;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -87,7 +90,10 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
                 json!({"after": feed["next_cursor"]}),
             )
             .await);
-            if !on_pg() || more["events"].as_array().is_some_and(|e| !e.is_empty()) || std::time::Instant::now() > until {
+            if !on_pg()
+                || more["events"].as_array().is_some_and(|e| !e.is_empty())
+                || std::time::Instant::now() > until
+            {
                 break more;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -101,7 +107,10 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
     let cli = env.json(&["session", "show", &id]);
     let envelope = format!("{{\"ok\":true,\"data\":{shown}}}");
     assert_eq!(cli.stdout.trim(), envelope);
-    let actor = env.rows("SELECT actor_type FROM sessions WHERE session_id=$1", &[&id]);
+    let actor = env.rows(
+        "SELECT actor_type FROM sessions WHERE session_id=$1",
+        &[&id],
+    );
     assert_eq!(actor[0][0], "mcp");
     let rows: Vec<(i64, String, String)> = env
         .rows(

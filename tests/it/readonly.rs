@@ -137,7 +137,10 @@ fn read_only_reads_never_write_and_writes_are_refused() {
             .args(["session", "list", "--json"]);
         let r: Run = c.output().unwrap().into();
         assert_error(&r, "STORE_IO", 6);
-        let found = env.rows("SELECT count(*) FROM pg_database WHERE datname = $1", &[&name]);
+        let found = env.rows(
+            "SELECT count(*) FROM pg_database WHERE datname = $1",
+            &[&name],
+        );
         assert_eq!(found[0][0], 0);
         return;
     }

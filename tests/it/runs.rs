@@ -215,7 +215,9 @@ fn fail_cancel_and_timeout_end_runs_and_terminal_runs_are_frozen() {
     }
     // Raw SQL cannot change a terminal run either.
     let msg = env
-        .try_batch(&format!("UPDATE runs SET status = 'running' WHERE run_id = '{a}'"))
+        .try_batch(&format!(
+            "UPDATE runs SET status = 'running' WHERE run_id = '{a}'"
+        ))
         .unwrap_err();
     assert!(msg.contains("terminal"), "{msg}");
     assert_eq!(env.json(&["verify"]).code, 0);
@@ -403,10 +405,15 @@ fn one_running_run_per_session() {
     );
     // The partial unique index holds against raw SQL too.
     let msg = env
-        .try_batch(&format!("UPDATE runs SET status = 'running' WHERE run_id = '{b}'"))
+        .try_batch(&format!(
+            "UPDATE runs SET status = 'running' WHERE run_id = '{b}'"
+        ))
         .unwrap_err();
     // SQLite: "UNIQUE constraint failed"; PostgreSQL: 23505 unique_violation.
-    assert!(msg.contains(pick("UNIQUE constraint failed", "23505:")), "{msg}");
+    assert!(
+        msg.contains(pick("UNIQUE constraint failed", "23505:")),
+        "{msg}"
+    );
     env.json(&["run", "complete", &a]).data();
     env.json(&["run", "start", &b]).data();
     let listed = env.json(&["run", "list", &s]).data();
@@ -543,7 +550,10 @@ fn run_usage_integer_edges() {
             "UPDATE runs SET output_tokens = 9007199254740992 WHERE run_id = '{r2}'"
         ))
         .unwrap_err();
-    assert!(msg.contains(pick("CHECK constraint failed", "23514:")), "{msg}");
+    assert!(
+        msg.contains(pick("CHECK constraint failed", "23514:")),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -148,11 +148,12 @@ fn views_hold_the_documented_values() {
 /// STORE_BUSY.
 #[test]
 fn a_plain_reader_beside_8_writers_never_sees_half_a_mutation() {
-    if !on_pg() && Command::new("python3")
-        .arg("-c")
-        .arg("import sqlite3")
-        .status()
-        .map_or(true, |s| !s.success())
+    if !on_pg()
+        && Command::new("python3")
+            .arg("-c")
+            .arg("import sqlite3")
+            .status()
+            .map_or(true, |s| !s.success())
     {
         panic!("python3 with its sqlite3 module is required (.ci/run installs it)");
     }
