@@ -25,6 +25,8 @@ macro_rules! sqlite_only {
 
 #[path = "../it/common.rs"]
 mod common;
+#[path = "../it/engine.rs"]
+mod engine;
 #[path = "../it/pg.rs"]
 mod pg;
 
