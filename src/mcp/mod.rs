@@ -257,6 +257,9 @@ impl McpServer {
             .enable_all()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+        // The ledger is dropped after the runtime, never inside it (a
+        // PostgreSQL client cannot be dropped inside a tokio runtime).
+        let keep = self.clone();
         let out = rt.block_on(async move {
             // stdin is read through the number check (see `numbers`),
             // then the line check (see `wire`).
@@ -282,6 +285,7 @@ impl McpServer {
         });
         // Everything is written; a blocking stdin read cannot hold the exit.
         rt.shutdown_background();
+        drop(keep);
         out
     }
 
@@ -407,8 +411,19 @@ impl rmcp::ServerHandler for McpServer {
                 return Ok(CallToolResponse::from(failure(&e)));
             }
         }
-        self.call_once(&context.id, &request.name, request.arguments)
-            .map(CallToolResponse::from)
+        // The call blocks this (current-thread) runtime as before, but runs
+        // on a plain thread: a store with a blocking client of its own (the
+        // PostgreSQL one starts a runtime per call) cannot run inside a
+        // tokio runtime.
+        let name = request.name;
+        let arguments = request.arguments;
+        let id = &context.id;
+        std::thread::scope(|s| {
+            s.spawn(|| self.call_once(id, &name, arguments))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+        .map(CallToolResponse::from)
     }
 
     /// An unknown JSON-RPC method: -32601 with a fixed message. rmcp's

@@ -406,7 +406,10 @@ pub trait Tx {
     fn select_workflow(&mut self, id: &str) -> Result<WorkflowRows>;
     /// The insertion key of a session.
     fn find_insert_seq(&mut self, id: &str) -> Result<Option<i64>>;
-    /// The largest insertion key.
+    /// The largest insertion key. Asked by an import batch first thing in
+    /// its transaction: from then until it commits no other writer may
+    /// insert a session (SQLite's `BEGIN IMMEDIATE` holds every writer
+    /// off; PostgreSQL locks the sessions table against writers).
     fn max_insert_seq(&mut self) -> Result<i64>;
     /// Whether a run id is taken.
     fn run_exists(&mut self, run_id: &str) -> Result<bool>;

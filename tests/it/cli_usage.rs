@@ -262,15 +262,11 @@ fn c21_space_separated_hyphen_values_are_kept_or_refused_with_a_hint() {
             let r = env.run(&a);
             assert_no_panic(&r);
             if r.code == 0 {
-                let stored: Option<String> = env
-                    .sql()
-                    .query_row(
-                        "SELECT detail FROM events WHERE session_id = ?1 AND seq = 1",
-                        [&target],
-                        |row| row.get(0),
-                    )
-                    .unwrap();
-                assert_eq!(stored.as_deref(), Some(v), "{verb} {flag} {v:?}");
+                let stored = env.rows(
+                    "SELECT detail FROM events WHERE session_id = $1 AND seq = 1",
+                    &[&target],
+                );
+                assert_eq!(stored[0][0].as_str(), Some(v), "{verb} {flag} {v:?}");
                 continue;
             }
             assert_eq!(

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use crate::engine::*;
+
 /// The built `logbook` binary.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_logbook")
@@ -195,98 +197,18 @@ impl TestEnv {
             .data()
     }
 
-    /// A plain client of the server database (PostgreSQL only).
-    #[track_caller]
-    pub fn pg_client(&self) -> postgres::Client {
-        match &self.pg {
-            Some(pg) => pg.connect(),
-            None => panic!("pg_client() on a SQLite env"),
-        }
-    }
-
-    /// The rows a query returns, read without logbook (plain SQLite, or a
-    /// plain server client), each column as JSON: integers, reals, text,
-    /// booleans, NULL (a BLOB/BYTEA as lowercase hex). Parameters are
-    /// text, written `$1`, `$2`, … (both engines read that form).
-    #[track_caller]
-    pub fn rows(&self, sql: &str, args: &[&str]) -> Vec<Vec<Value>> {
-        if on_pg() {
-            use postgres::types::Type;
-            let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
-                .iter()
-                .map(|a| a as &(dyn postgres::types::ToSql + Sync))
-                .collect();
-            let mut c = self.pg_client();
-            let st = c.prepare(sql).unwrap();
-            let types: Vec<Type> = st.columns().iter().map(|c| c.type_().clone()).collect();
-            return c
-                .query(&st, &params)
-                .unwrap()
-                .iter()
-                .map(|r| {
-                    (0..types.len())
-                        .map(|i| match &types[i] {
-                            t if *t == Type::INT8 => r.get::<_, Option<i64>>(i).into(),
-                            t if *t == Type::INT4 => r.get::<_, Option<i32>>(i).into(),
-                            t if *t == Type::INT2 => r.get::<_, Option<i16>>(i).into(),
-                            t if *t == Type::FLOAT8 => r.get::<_, Option<f64>>(i).into(),
-                            t if *t == Type::BOOL => r.get::<_, Option<bool>>(i).into(),
-                            t if *t == Type::BYTEA => {
-                                r.get::<_, Option<Vec<u8>>>(i).map(hex::encode).into()
-                            }
-                            _ => r.get::<_, Option<String>>(i).into(),
-                        })
-                        .collect()
-                })
-                .collect();
-        }
-        let c = self.sql();
-        let mut st = c.prepare(sql).unwrap();
-        let n = st.column_count();
-        st.query_map(rusqlite::params_from_iter(args), |r| {
-            Ok((0..n)
-                .map(|i| match r.get_ref(i).unwrap() {
-                    rusqlite::types::ValueRef::Null => Value::Null,
-                    rusqlite::types::ValueRef::Integer(v) => v.into(),
-                    rusqlite::types::ValueRef::Real(v) => v.into(),
-                    rusqlite::types::ValueRef::Text(t) => {
-                        String::from_utf8_lossy(t).into_owned().into()
-                    }
-                    rusqlite::types::ValueRef::Blob(b) => hex::encode(b).into(),
-                })
-                .collect())
-        })
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-    }
-
-    /// The one integer a SQL query returns, read without logbook (plain
-    /// SQLite, or a plain server client; an integer column of either).
-    #[track_caller]
-    pub fn scalar(&self, sql: &str) -> i64 {
-        if on_pg() {
-            let row = self.pg_client().query_one(sql, &[]).unwrap();
-            return row
-                .try_get::<_, i64>(0)
-                .or_else(|_| row.try_get::<_, i32>(0).map(i64::from))
-                .unwrap();
-        }
-        self.sql().query_row(sql, [], |r| r.get(0)).unwrap()
-    }
-
     /// A library [`Ledger`] on the DB, with the default options.
     pub fn ledger(&self) -> Ledger {
         open_ledger(&self.db)
     }
+}
 
-    /// The DB file and its `-wal` (if any), as bytes (for secret greps).
-    /// SQLite only.
-    pub fn db_bytes(&self) -> Vec<u8> {
-        let mut bytes = std::fs::read(&self.db).unwrap();
-        bytes.extend(std::fs::read(companion(&self.db, "-wal")).unwrap_or_default());
-        bytes
-    }
+/// A fresh database of the binary's backend and a library [`Ledger`] on
+/// it (default options): keep the env alive as long as the ledger.
+pub fn fresh_ledger() -> (TestEnv, Ledger) {
+    let env = TestEnv::new();
+    let lg = env.ledger();
+    (env, lg)
 }
 
 /// A library [`Ledger`] on `path`, with the default options.

@@ -59,6 +59,20 @@ fn if_rev_race_has_exactly_one_winner() {
     assert_eq!(last["events"][0]["data"]["step"], won_step.as_str());
 }
 
+/// The `data.step` of each event of a session after seq 0, by seq.
+fn steps_after_create(env: &TestEnv, id: &str) -> Vec<String> {
+    env.rows(
+        &format!(
+            "SELECT {} FROM events WHERE session_id = $1 AND seq > 0 ORDER BY seq",
+            json_step()
+        ),
+        &[id],
+    )
+    .into_iter()
+    .map(|r| r[0].as_str().unwrap().to_owned())
+    .collect()
+}
+
 /// 8 processes × 40 checkpoints on one session, no guard: all succeed, revs
 /// and seqs contiguous, no STORE_BUSY with the default timeout (C01, C05).
 #[test]
@@ -88,13 +102,7 @@ fn unguarded_checkpoints_all_land() {
     }
     assert_eq!(assert_rev_matches_events(&env, &id), 321);
     // Each worker's steps are in its own order within the timeline.
-    let c = env.sql();
-    let mut st = c.prepare("SELECT json_extract(data, '$.step') FROM events WHERE session_id = ?1 AND seq > 0 ORDER BY seq").unwrap();
-    let steps: Vec<String> = st
-        .query_map([&id], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let steps = steps_after_create(&env, &id);
     assert_eq!(steps.len(), 320);
     for w in 0..8 {
         let mine: Vec<&String> = steps
@@ -106,6 +114,8 @@ fn unguarded_checkpoints_all_land() {
     }
 }
 
+// A new SQLite file, its folders' modes and the WAL.
+sqlite_only! {
 /// C04: 16 processes open a brand-new DB (and its missing folder) at the
 /// same instant; all succeed, one history row per migration, WAL, 0700.
 #[test]
@@ -168,6 +178,7 @@ fn many_processes_create_a_brand_new_db_at_once() {
         }
     }
 }
+}
 
 /// Long-lived library writers (one `Ledger` per process, as an agent runs
 /// it) stream checkpoints into one session at once, queued on the writer
@@ -202,15 +213,7 @@ fn streaming_library_writers_all_land_in_order() {
         assert_rev_matches_events(&env, &id),
         1 + (procs * each) as i64
     );
-    let c = env.sql();
-    let mut st = c
-        .prepare("SELECT json_extract(data, '$.step') FROM events WHERE session_id = ?1 AND seq > 0 ORDER BY seq")
-        .unwrap();
-    let steps: Vec<String> = st
-        .query_map([&id], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let steps = steps_after_create(&env, &id);
     assert_eq!(steps.len() as u64, procs * each);
     for p in 0..procs {
         let mine: Vec<&String> = steps
@@ -226,6 +229,8 @@ fn streaming_library_writers_all_land_in_order() {
     }
 }
 
+// SQLite's writer queue (the `-lock` file) and its locks.
+sqlite_only! {
 // ------------------------------------------------------------ the writer queue
 
 /// The writer lock file of the database at `db`: `<canonical path>-lock`.
@@ -393,4 +398,5 @@ fn one_busy_timeout_bounds_the_queue_and_sqlite_waits_together() {
     other.execute_batch("ROLLBACK").unwrap();
     a.checkpoint(&s, step("a"), &Mutation::default()).unwrap();
     assert_eq!(assert_rev_matches_events(&env, &s), 2);
+}
 }

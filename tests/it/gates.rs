@@ -284,13 +284,12 @@ fn gate_triggers_hold_against_raw_sql() {
     let env = TestEnv::new();
     let s = env.create("a");
     open(&env, &s, "g", "auto");
-    let c = env.sql();
     for sql in [
         "UPDATE session_gates SET status = 'rejected'",
         "UPDATE session_gates SET status = 'pending', decided_seq = NULL, decided_at_ms = NULL",
         "DELETE FROM session_gates",
     ] {
-        let err = c.execute(sql, []).unwrap_err().to_string();
+        let err = env.try_batch(sql).unwrap_err();
         assert!(
             err.contains("logbook:") && err.contains("gate"),
             "{sql}: {err}"
@@ -306,13 +305,10 @@ fn show_names_the_newest_pending_gate_when_raw_sql_planted_two() {
     let env = TestEnv::new();
     let s = env.create("a");
     open(&env, &s, "alpha", "user-approval");
-    let c = env.sql();
-    c.execute(
+    env.batch(&format!(
         "INSERT INTO session_gates (session_id, name, round, kind, status, opened_seq, opened_at_ms) \
-         VALUES (?1, 'zeta', 1, 'step-confirm', 'pending', 1, 0)",
-        [&s],
-    )
-    .unwrap();
+         VALUES ('{s}', 'zeta', 1, 'step-confirm', 'pending', 1, 0)"
+    ));
     let v = show(&env, &s);
     assert_eq!(v["blocking_gate"]["name"], "zeta");
     assert_eq!(v["blocking_gate"]["kind"], "step-confirm");

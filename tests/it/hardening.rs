@@ -10,6 +10,8 @@ fn mode(p: &std::path::Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+// File modes of SQLite paths.
+sqlite_only! {
 #[test]
 fn hostile_db_paths_keep_their_modes() {
     let env = TestEnv::new();
@@ -57,6 +59,7 @@ fn hostile_db_paths_keep_their_modes() {
     env.json(&["session", "list"]).data();
     assert_eq!(mode(env.path()), 0o600);
 }
+}
 
 #[test]
 fn insert_or_replace_cannot_bypass_the_triggers() {
@@ -67,16 +70,26 @@ fn insert_or_replace_cannot_bypass_the_triggers() {
     env.json(&["session", "complete", &s, "--result", "r"])
         .data();
     let before = env.show(&s);
-    let c = env.sql();
-    for sql in [
+    // SQLite's REPLACE (a delete and an insert) and PostgreSQL's upsert
+    // (an update) both meet the triggers.
+    let pg = [
+        format!("INSERT INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, session_id, 'active', title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}' ON CONFLICT (session_id) DO UPDATE SET status = 'active', rev = sessions.rev + 1"),
+        format!("INSERT INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, 'ses_00000000000000ff', status, title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}' ON CONFLICT (insert_seq) DO UPDATE SET session_id = EXCLUDED.session_id"),
+        format!("INSERT INTO events (event_id, session_id, seq, type, at_ms, actor_type) SELECT event_id, session_id, 3, 'x.forged', at_ms, 'cli' FROM events WHERE session_id = '{s}' AND seq = 1 ON CONFLICT (event_id) DO UPDATE SET seq = 3, type = 'x.forged'"),
+        format!("INSERT INTO session_data (insert_seq, session_id, goal) SELECT insert_seq, session_id, 'forged' FROM sessions WHERE session_id = '{s}' ON CONFLICT (insert_seq) DO UPDATE SET goal = 'forged'"),
+        format!("UPDATE session_data SET goal = 'forged' WHERE session_id = '{s}'"),
+        "INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('ses_00000000000000ee', 0, 'x.orphan', 0, 'cli')".to_owned(),
+    ];
+    let sqlite = [
         format!("INSERT OR REPLACE INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, session_id, 'active', title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}'"),
         format!("REPLACE INTO sessions (insert_seq, session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms) SELECT insert_seq, 'ses_00000000000000ff', status, title, actor_type, rev, created_at_ms, updated_at_ms FROM sessions WHERE session_id = '{s}'"),
         format!("INSERT OR REPLACE INTO events (event_id, session_id, seq, type, at_ms, actor_type) SELECT event_id, session_id, 3, 'x.forged', at_ms, 'cli' FROM events WHERE session_id = '{s}' AND seq = 1"),
         format!("INSERT OR REPLACE INTO session_data (insert_seq, session_id, goal) SELECT insert_seq, session_id, 'forged' FROM sessions WHERE session_id = '{s}'"),
         format!("UPDATE session_data SET goal = 'forged' WHERE session_id = '{s}'"),
         "PRAGMA foreign_keys = OFF; INSERT INTO events (session_id, seq, type, at_ms, actor_type) VALUES ('ses_00000000000000ee', 0, 'x.orphan', 0, 'cli')".to_owned(),
-    ] {
-        let err = c.execute_batch(&sql).unwrap_err().to_string();
+    ];
+    for sql in if on_pg() { pg } else { sqlite } {
+        let err = env.try_batch(&sql).unwrap_err();
         assert!(err.contains("logbook:"), "{sql}: {err}");
     }
     assert_eq!(env.show(&s), before);
@@ -86,11 +99,9 @@ fn insert_or_replace_cannot_bypass_the_triggers() {
 fn hand_edited_pretty_json_still_prints_one_line() {
     let env = TestEnv::new();
     let s = env.create("t");
-    env.sql()
-        .execute_batch(&format!(
-            "UPDATE session_data SET context = '{{\n  \"a\": 1,\n  \"b\": \"x y\"\n}}' WHERE session_id = '{s}'"
-        ))
-        .unwrap();
+    env.batch(&format!(
+        "UPDATE session_data SET context = '{{\n  \"a\": 1,\n  \"b\": \"x y\"\n}}' WHERE session_id = '{s}'"
+    ));
     for args in [vec!["session", "list"], vec!["session", "show", s.as_str()]] {
         let r = env.json(&args);
         assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
@@ -173,13 +184,18 @@ fn idempotency_keys_and_secrets_in_keys_never_reach_the_disk() {
         "x.sk-example0000example0000abcd",
     ]);
     assert_error(&r, "INVALID_ARGUMENT", 2);
-    env.sql()
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
-    let mut bytes = std::fs::read(env.path()).unwrap();
-    if let Ok(w) = std::fs::read(format!("{}-wal", env.path().display())) {
-        bytes.extend(w);
-    }
+    let bytes = if on_pg() {
+        env.db_bytes()
+    } else {
+        env.sql()
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        let mut bytes = std::fs::read(env.path()).unwrap();
+        if let Ok(w) = std::fs::read(format!("{}-wal", env.path().display())) {
+            bytes.extend(w);
+        }
+        bytes
+    };
     for secret in [key.as_bytes(), b"sk-example0000example0000abcd".as_slice()] {
         assert!(
             !bytes.windows(secret.len()).any(|w| w == secret),

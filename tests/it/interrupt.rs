@@ -96,12 +96,15 @@ fn stop_when(mut child: Child, signal: i32, mut ready: impl FnMut() -> bool) -> 
     child.wait_with_output().unwrap().into()
 }
 
+/// Rows of `table`, 0 while it does not exist yet.
 fn count(env: &TestEnv, table: &str) -> u64 {
-    env.sql()
-        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
-            r.get::<_, i64>(0)
-        })
-        .map_or(0, |n| u64::try_from(n).unwrap())
+    let sql = format!("SELECT count(*) FROM {table}");
+    let n: Option<i64> = if on_pg() {
+        off_runtime(|| env.pg_client().query_one(&sql, &[]).ok().map(|r| r.get(0)))
+    } else {
+        env.sql().query_row(&sql, [], |r| r.get(0)).ok()
+    };
+    n.map_or(0, |n| u64::try_from(n).unwrap())
 }
 
 /// The INTERRUPTED envelope: exit 128 + signal, retryable, the signal named.
@@ -122,15 +125,24 @@ fn interrupted(r: &Run, signal: &str, exit: i32) -> Value {
 }
 
 fn export_stops(signal: i32, name: &str, exit: i32) {
-    let (_, db) = big();
+    let (jsonl, db) = big();
     let env = TestEnv::new();
+    // On PostgreSQL the big input is imported into the env's database
+    // first (the shared file is SQLite's).
+    let db: PathBuf = if on_pg() {
+        env.json(&["import", "--format", "jsonl", jsonl.to_str().unwrap()])
+            .data();
+        env.db.clone()
+    } else {
+        db.clone()
+    };
     let out_dir = env.dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("all.jsonl");
     let child = env
         .command()
         .arg("--db")
-        .arg(db)
+        .arg(&db)
         .args(["export", "--format", "jsonl", "--json", "--out"])
         .arg(&out)
         .stdout(Stdio::piped())
@@ -199,7 +211,7 @@ fn import_stops(signal: i32, name: &str, exit: i32) -> (TestEnv, Value) {
         .unwrap();
     // Under way: a first batch is committed.
     let r = stop_when(child, signal, || {
-        env.db.exists() && count(&env, "sessions") > 0
+        (on_pg() || env.db.exists()) && count(&env, "sessions") > 0
     });
     let d = interrupted(&r, name, exit);
     let imported = count(&env, "sessions");
@@ -235,6 +247,8 @@ fn sigterm_during_import_keeps_whole_batches_and_a_rerun_finishes_it() {
     assert_eq!(env.json(&["verify"]).code, 0);
 }
 
+// A file size limit of the process: a server's files are not its own.
+sqlite_only! {
 /// The disk fills part-way (the process may not grow a file past a limit:
 /// `write` fails with EFBIG, as on a full disk). The STORE_IO error used to
 /// have empty details though batches had been committed.
@@ -327,25 +341,30 @@ fn an_import_that_hits_a_full_disk_reports_exactly_what_it_committed() {
     assert_eq!(env.json(&["verify"]).code, 0);
 }
 
+}
+
 /// The library side, without a process: a triggered `LedgerOptions::interrupt`
 /// stops backup and both exports before anything is left behind, and the
 /// error says which signal and what was done (nothing).
 #[test]
 fn a_triggered_interrupt_stops_backup_and_exports_leaving_nothing() {
     use logbook::{CreateSession, ErrorCode, Interrupt, Ledger, LedgerOptions};
-    let dir = tempfile::tempdir().unwrap();
+    let env = TestEnv::new();
     let interrupt = Interrupt::new();
-    let mut opts = LedgerOptions::at(dir.path().join("l.db"));
+    let mut opts = LedgerOptions::at(env.path());
     opts.interrupt = interrupt.clone();
     let ledger = Ledger::open(opts).unwrap();
     ledger.create_session(CreateSession::titled("one")).unwrap();
     interrupt.trigger(libc::SIGINT);
-    let out = dir.path().join("out");
+    let out = env.dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
 
-    let e = ledger.backup(&out.join("copy.db")).unwrap_err();
-    assert_eq!((e.code(), e.exit_code()), (ErrorCode::Interrupted, 130));
-    assert_eq!(e.details(), json!({"signal": "SIGINT"}));
+    // backup is SQLite's (a server is copied with pg_dump).
+    if !on_pg() {
+        let e = ledger.backup(&out.join("copy.db")).unwrap_err();
+        assert_eq!((e.code(), e.exit_code()), (ErrorCode::Interrupted, 130));
+        assert_eq!(e.details(), json!({"signal": "SIGINT"}));
+    }
 
     let e = ledger
         .export_jsonl_file(&[], &out.join("x.jsonl"))

@@ -19,11 +19,7 @@ const TOO_BIG: [&str; 6] = [
 ];
 
 fn row_counts(env: &TestEnv) -> (i64, i64, i64) {
-    let c = env.sql();
-    let n = |t: &str| -> i64 {
-        c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
-            .unwrap()
-    };
+    let n = |t: &str| env.scalar(&format!("SELECT count(*) FROM {t}"));
     (n("sessions"), n("events"), n("runs"))
 }
 
@@ -158,18 +154,40 @@ fn the_exact_i64_boundaries_are_kept_to_the_digit() {
         "{}",
         show.stdout
     );
-    let (max, min, tmax, tmin): (i64, i64, String, String) = env
-        .sql()
-        .query_row(
+    // SQLite reads the stored numbers as integers; PostgreSQL's JSON
+    // keeps their digits as text (a JSON number, not a float).
+    let stored = env.rows(
+        pick(
             "SELECT json_extract(context, '$.max'), json_extract(context, '$.min'), \
                     json_type(context, '$.max'), json_type(context, '$.min') \
-             FROM session_data WHERE session_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
-    assert_eq!((max, min), (i64::MAX, i64::MIN));
-    assert_eq!((tmax.as_str(), tmin.as_str()), ("integer", "integer"));
+             FROM session_data WHERE session_id = $1",
+            "SELECT context::json->>'max', context::json->>'min', \
+                    json_typeof(context::json->'max'), json_typeof(context::json->'min') \
+             FROM session_data WHERE session_id = $1",
+        ),
+        &[id],
+    );
+    if on_pg() {
+        assert_eq!(
+            stored[0],
+            [
+                json!(i64::MAX.to_string()),
+                json!(i64::MIN.to_string()),
+                json!("number"),
+                json!("number")
+            ]
+        );
+    } else {
+        assert_eq!(
+            stored[0],
+            [
+                json!(i64::MAX),
+                json!(i64::MIN),
+                json!("integer"),
+                json!("integer")
+            ]
+        );
+    }
     let run = env.json(&[
         "run",
         "create",
@@ -320,15 +338,11 @@ fn an_imported_number_that_would_change_rejects_its_session() {
         .as_str()
         .unwrap()
         .contains("(at `n`)"));
-    let ctx: String = env
-        .sql()
-        .query_row(
-            "SELECT context FROM session_data WHERE session_id = 'ses_00000000000000b2'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(ctx, r#"{"n":-9223372036854775808}"#);
+    let ctx = env.rows(
+        "SELECT context FROM session_data WHERE session_id = 'ses_00000000000000b2'",
+        &[],
+    );
+    assert_eq!(ctx[0][0], r#"{"n":-9223372036854775808}"#);
     let _ = a;
 }
 

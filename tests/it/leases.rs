@@ -49,11 +49,13 @@ fn lock_prints_the_token_once_and_stores_only_its_hash() {
     );
     // Only the SHA-256 reaches the database.
     use sha2::Digest;
-    let stored: String = env
-        .sql()
-        .query_row("SELECT token_sha256 FROM session_leases", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
+    let stored = env.rows("SELECT token_sha256 FROM session_leases", &[]);
+    assert_eq!(
+        stored,
+        [[serde_json::json!(hex::encode(sha2::Sha256::digest(
+            token.as_bytes()
+        )))]]
+    );
     assert!(!env
         .db_bytes()
         .windows(20)
@@ -284,7 +286,9 @@ fn a_lease_whose_owner_was_killed_is_taken_over() {
 fn a_lease_expires_after_its_ttl() {
     let env = TestEnv::new();
     let s = env.create("a");
-    let token = lock(&env, &s, &["--owner-pid", &me(), "--ttl-ms", "150"])["token"]
+    // Long enough for the next command to start and connect on a loaded
+    // machine (a server connection takes longer than opening a file).
+    let token = lock(&env, &s, &["--owner-pid", &me(), "--ttl-ms", "2000"])["token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -293,7 +297,7 @@ fn a_lease_expires_after_its_ttl() {
         "LEASE_HELD",
         4,
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     // Expired: its own token is refused, other writers go ahead.
     assert_error(
         &env.json(&[
@@ -358,6 +362,8 @@ fn lock_refusals_on_missing_and_terminal_sessions() {
     );
 }
 
+// SQLite's statement cache (rusqlite).
+sqlite_only! {
 /// The per-mutation lease look-up stays prepared (it runs on every write).
 #[test]
 fn the_lease_lookup_is_never_reprepared() {
@@ -383,6 +389,7 @@ fn the_lease_lookup_is_never_reprepared() {
         .prepare_cached(logbook::store::workflow::SELECT_LEASE)
         .unwrap();
     assert_eq!(st.get_status(StatementStatus::RePrepare), 0);
+}
 }
 
 /// Run verbs, usage and budgets are mutations too: a live lease refuses

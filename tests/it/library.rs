@@ -8,10 +8,10 @@ use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-fn ledger() -> (tempfile::TempDir, Ledger) {
-    let d = tempfile::tempdir().unwrap();
-    let l = Ledger::open(LedgerOptions::at(d.path().join("l.db"))).unwrap();
-    (d, l)
+/// A ledger on a fresh database of the binary's backend (the env keeps
+/// it).
+fn ledger() -> (TestEnv, Ledger) {
+    crate::common::fresh_ledger()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -267,11 +267,11 @@ fn cursor_walk_is_exact_under_inserts_and_updates() {
 /// exactly once and in updated order.
 #[test]
 fn updated_order_walk_follows_its_documented_rule() {
-    let (_d, l) = ledger();
+    let (d, _l) = ledger();
     let (clock, now) = Clock::fixed(1_000);
     let l2 = Ledger::open(LedgerOptions {
         clock,
-        ..LedgerOptions::at(l.path())
+        ..LedgerOptions::at(d.path())
     })
     .unwrap();
     let mut ids = Vec::new();

@@ -34,6 +34,7 @@ mod contracts;
 mod contracts_errors;
 mod db_files;
 mod durability;
+mod engine;
 mod feed;
 mod gates;
 mod golden;

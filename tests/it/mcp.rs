@@ -147,11 +147,7 @@ pub(crate) fn err(r: &CallToolResult, code: &str) -> Value {
 
 /// (sessions, events, idempotency keys): the whole DB's row counts.
 pub(crate) fn counts(env: &TestEnv) -> (i64, i64, i64) {
-    let c = env.sql();
-    let n = |t: &str| -> i64 {
-        c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
-            .unwrap()
-    };
+    let n = |t: &str| env.scalar(&format!("SELECT count(*) FROM {t}"));
     (n("sessions"), n("events"), n("idempotency_keys"))
 }
 

@@ -9,23 +9,20 @@ use serde_json::{json, Value};
 
 /// The newest event of `id`: (seq, type, actor_type, detail, data).
 fn last_event(env: &TestEnv, id: &str) -> (i64, String, String, Option<String>, Option<Value>) {
-    env.sql()
-        .query_row(
+    let r = env
+        .rows(
             "SELECT seq, type, actor_type, detail, data FROM events
-             WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
-            [id],
-            |r| {
-                let data: Option<String> = r.get(4)?;
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    data.map(|d| serde_json::from_str(&d).unwrap()),
-                ))
-            },
+             WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+            &[id],
         )
-        .unwrap()
+        .remove(0);
+    (
+        r[0].as_i64().unwrap(),
+        r[1].as_str().unwrap().to_owned(),
+        r[2].as_str().unwrap().to_owned(),
+        r[3].as_str().map(str::to_owned),
+        r[4].as_str().map(|d| serde_json::from_str(d).unwrap()),
+    )
 }
 
 /// Checks a mutation's result: the session at `rev` with `status`, the

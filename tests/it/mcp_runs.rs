@@ -91,51 +91,55 @@ fn drives_a_run_to_completion_with_actor_mcp_and_session_usage_rolled_up() {
         cli.stdout.trim(),
         format!("{{\"ok\":true,\"data\":{shown}}}")
     );
-    let c = env.sql();
-    let row: (String, i64, i64, i64, i64, Option<i64>, String) = c
-        .query_row(
-            "SELECT status, input_tokens, output_tokens, api_calls, turn_count, ended_at_ms, \
-             json_extract(output, '$.content') FROM runs WHERE run_id = ?1",
-            [&rid],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            },
+    let row = env
+        .rows(
+            &format!(
+                "SELECT status, input_tokens, output_tokens, api_calls, turn_count, ended_at_ms, \
+                 {} FROM runs WHERE run_id = $1",
+                pick(
+                    "json_extract(output, '$.content')",
+                    "output::json->>'content'"
+                )
+            ),
+            &[&rid],
         )
-        .unwrap();
+        .remove(0);
     assert_eq!(
-        (row.0.as_str(), row.1, row.2, row.3, row.4, row.6.as_str()),
-        ("completed", 120, 80, 1, 1, "Hello!")
+        row[..5],
+        [
+            json!("completed"),
+            json!(120),
+            json!(80),
+            json!(1),
+            json!(1)
+        ]
     );
-    assert!(row.5.is_some());
-    let usage: (i64, i64, i64, i64) = c
-        .query_row(
-            "SELECT input_tokens, output_tokens, api_calls, rev FROM sessions WHERE session_id = ?1",
-            [&sid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
+    assert_eq!(row[6], "Hello!");
+    assert!(row[5].is_i64());
+    let usage = env.rows(
+        "SELECT input_tokens, output_tokens, api_calls, rev FROM sessions WHERE session_id = $1",
+        &[&sid],
+    );
     assert_eq!(
-        usage,
-        (120, 80, 1, 7),
+        usage[0],
+        [json!(120), json!(80), json!(1), json!(7)],
         "usage rolled up; rev 1 + six run changes"
     );
-    let rows: Vec<(i64, String, String, Option<String>)> = c
-        .prepare(
-            "SELECT seq, type, actor_type, run_id FROM events WHERE session_id=?1 ORDER BY seq",
+    let rows: Vec<(i64, String, String, Option<String>)> = env
+        .rows(
+            "SELECT seq, type, actor_type, run_id FROM events WHERE session_id=$1 ORDER BY seq",
+            &[&sid],
         )
-        .unwrap()
-        .query_map([&sid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].as_i64().unwrap(),
+                r[1].as_str().unwrap().to_owned(),
+                r[2].as_str().unwrap().to_owned(),
+                r[3].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
     let want = [
         "created",
         "run_created",
@@ -152,9 +156,7 @@ fn drives_a_run_to_completion_with_actor_mcp_and_session_usage_rolled_up() {
         assert_eq!(run_id.as_deref(), want_run, "{ty}");
     }
     assert_eq!(run_count(&env), 1);
-    let keys: i64 = c
-        .query_row("SELECT count(*) FROM idempotency_keys", [], |r| r.get(0))
-        .unwrap();
+    let keys = env.scalar("SELECT count(*) FROM idempotency_keys");
     assert_eq!(keys, 2);
     assert_eq!(env.json(&["verify", &sid]).code, 0);
 }

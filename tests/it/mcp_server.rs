@@ -31,20 +31,25 @@ fn an_idle_server_holds_no_read_transaction_c14() {
         ok(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
         ok(&call(&client, "logbook_session_list", json!({})).await);
         // The server now idles between calls, its process alive.
-        let c = env.sql();
-        let (busy, log, done): (i64, i64, i64) = c
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .unwrap();
-        assert_eq!(
-            (busy, log, done),
-            (0, 0, 0),
-            "TRUNCATE checkpoint went through"
-        );
-        let mut wal = env.db.clone().into_os_string();
-        wal.push("-wal");
-        assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+        if on_pg() {
+            // Its connection sits outside any transaction.
+            assert_eq!(env.pg_idle_in_transaction(), 0);
+        } else {
+            let c = env.sql();
+            let (busy, log, done): (i64, i64, i64) = c
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .unwrap();
+            assert_eq!(
+                (busy, log, done),
+                (0, 0, 0),
+                "TRUNCATE checkpoint went through"
+            );
+            let mut wal = env.db.clone().into_os_string();
+            wal.push("-wal");
+            assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+        }
         // And the server still works afterwards.
         ok(&call(
             &client,
@@ -107,11 +112,7 @@ fn the_same_request_id_twice_applies_once_c28() {
 fn a_failed_write_leaves_no_lock_and_no_partial_change_c03() {
     let env = TestEnv::new();
     let id = env.create("t");
-    env.sql()
-        .execute_batch(
-            "CREATE TRIGGER boom BEFORE INSERT ON events WHEN instr(coalesce(NEW.detail,'')||coalesce(NEW.data,''),'BOOM') BEGIN SELECT RAISE(ABORT,'boom'); END;",
-        )
-        .unwrap();
+    env.batch(pick(BOOM_TRIGGER, BOOM_TRIGGER_PG));
     let before = env.show(&id);
     rt().block_on(async {
         let client = connect(&env, &[]).await;
@@ -124,9 +125,7 @@ fn a_failed_write_leaves_no_lock_and_no_partial_change_c03() {
         assert_eq!(r.is_error, Some(true), "{}", text(&r));
         assert_eq!(env.show(&id), before);
         // Another writer gets the lock at once while the server stays up.
-        let other = env.sql();
-        other.busy_timeout(std::time::Duration::ZERO).unwrap();
-        other.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").unwrap();
+        assert_write_lock_free(&env);
         assert_eq!(env.json(&["session", "create", "--title", "x"]).code, 0);
         let s = ok(&call(
             &client,
@@ -185,23 +184,16 @@ fn two_servers_and_the_cli_append_gap_free_across_a_kill_c10() {
         });
         cli.join().unwrap();
     }
-    let c = env.sql();
-    let (n, lo, hi): (i64, i64, i64) = c
-        .query_row(
-            "SELECT count(*), min(seq), max(seq) FROM events WHERE session_id=?1",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!((n, lo, hi), (81, 0, 80));
-    let mcp: i64 = c
-        .query_row(
-            "SELECT count(*) FROM events WHERE session_id=?1 AND actor_type='mcp'",
-            [&id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(mcp, 40);
+    let stats = env.rows(
+        "SELECT count(*), min(seq), max(seq) FROM events WHERE session_id=$1",
+        &[&id],
+    );
+    assert_eq!(stats[0], [json!(81), json!(0), json!(80)]);
+    let mcp = env.rows(
+        "SELECT count(*) FROM events WHERE session_id=$1 AND actor_type='mcp'",
+        &[&id],
+    );
+    assert_eq!(mcp[0][0], 40);
 }
 
 #[test]
@@ -220,6 +212,8 @@ fn stdin_closed_before_the_handshake_exits_zero_with_empty_stdout() {
     assert!(o.stdout.is_empty());
 }
 
+// The WAL and its size limit are SQLite's.
+sqlite_only! {
 /// Issue 5 §3: with an idle `mcp serve` attached, a reader holding a long
 /// transaction pins the WAL while writers go on; once the reader ends, the
 /// WAL drops back under `journal_size_limit` (64 MiB): the idle server holds
@@ -278,6 +272,7 @@ fn an_idle_server_and_a_pinning_reader_do_not_grow_the_wal_for_good() {
         assert_eq!(shown["session"]["rev"], 1 + n + 100);
         client.cancel().await.unwrap();
     });
+}
 }
 
 /// An unknown JSON-RPC method gets -32601 with a fixed message: rmcp's

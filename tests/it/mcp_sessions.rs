@@ -57,12 +57,25 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
         .await);
         assert_eq!(list["sessions"][0]["session_id"], id.as_str());
         assert_eq!(list["next_cursor"], Value::Null);
-        let feed = ok(&call(
-            &client,
-            "logbook_events",
-            json!({"after": 0, "sessions": [id], "limit": 2}),
-        )
-        .await);
+        // On PostgreSQL the feed shows an event once every older
+        // transaction of the server has ended (another test's may still
+        // run): wait for it, within 30 s.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let feed = loop {
+            let feed = ok(&call(
+                &client,
+                "logbook_events",
+                json!({"after": 0, "sessions": [id], "limit": 2}),
+            )
+            .await);
+            if !on_pg()
+                || feed["events"].as_array().unwrap().len() == 2
+                || std::time::Instant::now() > until
+            {
+                break feed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         let types: Vec<&str> = feed["events"]
             .as_array()
             .unwrap()
@@ -70,12 +83,21 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
             .map(|e| e["type"].as_str().unwrap())
             .collect();
         assert_eq!(types, ["created", "checkpoint"]);
-        let more = ok(&call(
-            &client,
-            "logbook_events",
-            json!({"after": feed["next_cursor"]}),
-        )
-        .await);
+        let more = loop {
+            let more = ok(&call(
+                &client,
+                "logbook_events",
+                json!({"after": feed["next_cursor"]}),
+            )
+            .await);
+            if !on_pg()
+                || more["events"].as_array().is_some_and(|e| !e.is_empty())
+                || std::time::Instant::now() > until
+            {
+                break more;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         assert_eq!(more["events"][0]["type"], "completed");
         let shown = text(&call(&client, "logbook_session_show", json!({"session_id": id})).await);
         client.cancel().await.unwrap();
@@ -85,22 +107,25 @@ fn drives_a_session_to_completion_with_actor_mcp_and_cli_identical_json() {
     let cli = env.json(&["session", "show", &id]);
     let envelope = format!("{{\"ok\":true,\"data\":{shown}}}");
     assert_eq!(cli.stdout.trim(), envelope);
-    let c = env.sql();
-    let actor: String = c
-        .query_row(
-            "SELECT actor_type FROM sessions WHERE session_id=?1",
-            [&id],
-            |r| r.get(0),
+    let actor = env.rows(
+        "SELECT actor_type FROM sessions WHERE session_id=$1",
+        &[&id],
+    );
+    assert_eq!(actor[0][0], "mcp");
+    let rows: Vec<(i64, String, String)> = env
+        .rows(
+            "SELECT seq, type, actor_type FROM events WHERE session_id=$1 ORDER BY seq",
+            &[&id],
         )
-        .unwrap();
-    assert_eq!(actor, "mcp");
-    let rows: Vec<(i64, String, String)> = c
-        .prepare("SELECT seq, type, actor_type FROM events WHERE session_id=?1 ORDER BY seq")
-        .unwrap()
-        .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].as_i64().unwrap(),
+                r[1].as_str().unwrap().to_owned(),
+                r[2].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
     let want = [(0, "created"), (1, "checkpoint"), (2, "completed")];
     assert_eq!(rows.len(), 3);
     for ((seq, ty, actor), (ws, wt)) in rows.iter().zip(want) {
@@ -292,8 +317,7 @@ fn store_busy_while_another_connection_holds_the_write_lock() {
         let s = ok(&call(&client, "logbook_session_create", json!({"title": "t"})).await);
         let id = s["session_id"].as_str().unwrap().to_owned();
         let before = counts(&env);
-        let holder = env.sql();
-        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let holder = env.hold_write_lock(&id);
         let t0 = std::time::Instant::now();
         let args = json!({"session_id": id, "step": "s"});
         let e = err(
@@ -302,7 +326,7 @@ fn store_busy_while_another_connection_holds_the_write_lock() {
         );
         assert!(t0.elapsed() < std::time::Duration::from_secs(3));
         assert_eq!(e["details"]["busy_timeout_ms"], 200, "{e}");
-        holder.execute_batch("ROLLBACK").unwrap();
+        holder.release();
         assert_eq!(counts(&env), before);
         // The same call succeeds once the lock is gone (retryable).
         assert_eq!(
@@ -367,15 +391,11 @@ fn secrets_are_redacted_in_the_db_and_never_echoed_in_errors() {
             }
         }
     }
-    let note: String = env
-        .sql()
-        .query_row(
-            "SELECT detail FROM events WHERE session_id=?1 AND type='checkpoint'",
-            [&id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(note, "pushed with [REDACTED]");
+    let note = env.rows(
+        "SELECT detail FROM events WHERE session_id=$1 AND type='checkpoint'",
+        &[&id],
+    );
+    assert_eq!(note[0][0], "pushed with [REDACTED]");
 }
 
 #[test]
@@ -407,14 +427,9 @@ fn an_actor_in_the_input_is_refused_and_never_recorded() {
         );
         client.cancel().await.unwrap();
     });
-    let c = env.sql();
-    let other: i64 = c
-        .query_row(
-            "SELECT (SELECT count(*) FROM sessions WHERE actor_type<>'mcp') + (SELECT count(*) FROM events WHERE actor_type<>'mcp')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let other = env.scalar(
+        "SELECT (SELECT count(*) FROM sessions WHERE actor_type<>'mcp') + (SELECT count(*) FROM events WHERE actor_type<>'mcp')",
+    );
     assert_eq!(other, 0);
 }
 

@@ -35,10 +35,22 @@ fn closed_db() -> (TestEnv, String) {
     (env, s)
 }
 
+/// What the database holds: the file's bytes, or every row on a server.
+fn stored(env: &TestEnv) -> Vec<u8> {
+    if on_pg() {
+        env.db_bytes()
+    } else {
+        std::fs::read(env.path()).unwrap()
+    }
+}
+
 #[test]
 fn sql_prints_a_table_json_and_csv() {
     let (env, _) = closed_db();
-    let q = "SELECT title, rev, NULL AS empty, x'00ff' AS bytes FROM sessions ORDER BY insert_seq";
+    let q = pick(
+        "SELECT title, rev, NULL AS empty, x'00ff' AS bytes FROM sessions ORDER BY insert_seq",
+        "SELECT title, rev, NULL AS empty, '\\x00ff'::bytea AS bytes FROM sessions ORDER BY insert_seq",
+    );
     let d = env.json(&["sql", q]).data();
     assert_eq!(
         d,
@@ -60,7 +72,7 @@ fn sql_prints_a_table_json_and_csv() {
 #[test]
 fn sql_refuses_every_write_and_changes_nothing() {
     let (env, s) = closed_db();
-    let before = std::fs::read(env.path()).unwrap();
+    let before = stored(&env);
     let show = env.show(&s);
     for q in [
         "DELETE FROM events",
@@ -82,15 +94,17 @@ fn sql_refuses_every_write_and_changes_nothing() {
         let e = assert_error(&env.json(&["sql", q]), "INVALID_ARGUMENT", 2);
         assert_eq!(e["details"]["field"], "sql", "{q}");
     }
-    assert!(!env.path().parent().unwrap().join("other.db").exists());
-    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+    if !on_pg() {
+        assert!(!env.path().parent().unwrap().join("other.db").exists());
+    }
+    assert_eq!(stored(&env), before);
     assert_eq!(env.show(&s), show);
 }
 
 #[test]
 fn read_only_reads_never_write_and_writes_are_refused() {
     let (env, s) = closed_db();
-    let before = std::fs::read(env.path()).unwrap();
+    let before = stored(&env);
     for args in [
         vec!["--read-only", "session", "list"],
         vec!["--read-only", "session", "show", &s],
@@ -112,7 +126,24 @@ fn read_only_reads_never_write_and_writes_are_refused() {
         "STORE_IO",
         6,
     );
-    assert_eq!(std::fs::read(env.path()).unwrap(), before);
+    assert_eq!(stored(&env), before);
+    if on_pg() {
+        // A missing database is not created.
+        let pg = env.pg.as_ref().unwrap();
+        let name = format!("{}_nope", pg.name);
+        let mut c = env.command();
+        c.args(["--read-only", "--db"])
+            .arg(crate::pg::with_database(&pg.url, &name))
+            .args(["session", "list", "--json"]);
+        let r: Run = c.output().unwrap().into();
+        assert_error(&r, "STORE_IO", 6);
+        let found = env.rows(
+            "SELECT count(*) FROM pg_database WHERE datname = $1",
+            &[&name],
+        );
+        assert_eq!(found[0][0], 0);
+        return;
+    }
     // Not even the writer lock file was created.
     assert!(!companion(env.path(), "-lock").exists());
     // A missing database is not created.
@@ -126,6 +157,8 @@ fn read_only_reads_never_write_and_writes_are_refused() {
     assert!(!missing.exists());
 }
 
+// An older SQLite file, file permissions and SQLite's companion files.
+sqlite_only! {
 #[test]
 fn read_only_does_not_migrate_an_older_schema() {
     let env = TestEnv::new();
@@ -222,6 +255,7 @@ fn a_read_only_read_leaves_companions_that_writers_can_use() {
     let r = as_nobody(&["session", "create", "--title", "after"]);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     assert_eq!(r.data()["title"], "after");
+}
 }
 
 #[test]

@@ -153,6 +153,8 @@ fn replays_of_every_kind_of_mutation_say_what_the_first_attempt_did() {
     assert_eq!(types.len(), completed + 1);
 }
 
+// A V1 SQLite file.
+sqlite_only! {
 /// A key recorded before schema V6 has no stored rev: its replay reports
 /// `"rev":null` and the seq (tests/fixtures/v1.db holds one such key, `k-1`,
 /// from `session checkpoint … --step one`).
@@ -192,6 +194,7 @@ fn a_key_recorded_before_schema_6_replays_with_a_null_rev() {
         "{}",
         human.stdout
     );
+}
 }
 
 /// Runs `logbook ARGS…` so that its reply is lost: stdout closed (`>&-`),

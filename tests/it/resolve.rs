@@ -43,7 +43,7 @@ fn alive(pid: i32) -> bool {
 #[test]
 fn each_state_present_missing_unavailable_unknown() {
     let env = TestEnv::new();
-    let dir = env.path().parent().unwrap().to_owned();
+    let dir = env.dir.path().to_owned();
     let s = env.create("a");
     let parent = env.create_with(&["--title", "child", "--parent", &s]);
     env.json(&[
@@ -113,10 +113,18 @@ fn each_state_present_missing_unavailable_unknown() {
     }
     assert!(gone, "the resolver's child {child} outlived its timeout");
     // Without a configuration every external reference is unknown; the
-    // default location is logbook.toml beside the database.
+    // default location is logbook.toml beside the database (for a server,
+    // $HOME/.config/logbook/logbook.toml: HOME is the env's folder).
     let plain = env.json(&["session", "show", &parent]).data();
     assert!(states(&plain)[1..].iter().all(|r| r.2 == "unknown"));
-    std::fs::copy(&config, dir.join("logbook.toml")).unwrap();
+    let default = if on_pg() {
+        let d = dir.join(".config/logbook");
+        std::fs::create_dir_all(&d).unwrap();
+        d.join("logbook.toml")
+    } else {
+        dir.join("logbook.toml")
+    };
+    std::fs::copy(&config, default).unwrap();
     let beside = env.json(&["session", "show", &parent]).data();
     assert_eq!(states(&beside)[1].2, "present");
 }
@@ -125,7 +133,7 @@ fn each_state_present_missing_unavailable_unknown() {
 #[test]
 fn ids_are_arguments_not_shell_text() {
     let env = TestEnv::new();
-    let dir = env.path().parent().unwrap().to_owned();
+    let dir = env.dir.path().to_owned();
     let s = env.create("a");
     let nasty = [
         "pln_$(touch${IFS}pwned)",
@@ -177,7 +185,7 @@ fn ids_are_arguments_not_shell_text() {
 #[test]
 fn resolvers_run_in_parallel_bounded_to_8() {
     let env = TestEnv::new();
-    let dir = env.path().parent().unwrap().to_owned();
+    let dir = env.dir.path().to_owned();
     let s = env.create("a");
     let mut args = vec!["session".to_owned(), "checkpoint".into(), s.clone()];
     for k in 0..12 {
@@ -225,7 +233,7 @@ fn resolvers_run_in_parallel_bounded_to_8() {
 #[test]
 fn a_bad_configuration_is_invalid_argument_naming_the_file() {
     let env = TestEnv::new();
-    let dir = env.path().parent().unwrap().to_owned();
+    let dir = env.dir.path().to_owned();
     let s = env.create("a");
     env.json(&["session", "checkpoint", &s, "--plan", "pln_1"]);
     let bare = env.create("bare");
@@ -254,7 +262,7 @@ fn a_bad_configuration_is_invalid_argument_naming_the_file() {
 #[test]
 fn many_hanging_resolvers_share_one_overall_bound() {
     let env = TestEnv::new();
-    let dir = env.path().parent().unwrap().to_owned();
+    let dir = env.dir.path().to_owned();
     let s = env.create("a");
     let mut args = vec!["session".to_owned(), "checkpoint".into(), s.clone()];
     for k in 0..40 {

@@ -148,13 +148,13 @@ fn a_run_lifecycle_appends_run_events_and_rolls_usage_into_the_session() {
     assert_rev_matches_events(&env, &s);
     // The chain covers run_id: verify passes, and a changed run_id breaks it.
     assert_eq!(env.json(&["verify", &s]).code, 0);
-    let c = env.sql();
-    c.execute_batch("DROP TRIGGER events_no_update").unwrap();
-    c.execute(
-        "UPDATE events SET run_id = 'run_0000000000000000' WHERE session_id = ?1 AND seq = 2",
-        [&s],
-    )
-    .unwrap();
+    env.batch(pick(
+        "DROP TRIGGER events_no_update",
+        "ALTER TABLE events DISABLE TRIGGER ALL",
+    ));
+    env.batch(&format!(
+        "UPDATE events SET run_id = 'run_0000000000000000' WHERE session_id = '{s}' AND seq = 2"
+    ));
     assert_error(&env.json(&["verify", &s]), "LEDGER_TAMPERED", 6);
 }
 
@@ -215,10 +215,10 @@ fn fail_cancel_and_timeout_end_runs_and_terminal_runs_are_frozen() {
     }
     // Raw SQL cannot change a terminal run either.
     let msg = env
-        .sql()
-        .execute("UPDATE runs SET status = 'running' WHERE run_id = ?1", [&a])
-        .unwrap_err()
-        .to_string();
+        .try_batch(&format!(
+            "UPDATE runs SET status = 'running' WHERE run_id = '{a}'"
+        ))
+        .unwrap_err();
     assert!(msg.contains("terminal"), "{msg}");
     assert_eq!(env.json(&["verify"]).code, 0);
 }
@@ -405,11 +405,15 @@ fn one_running_run_per_session() {
     );
     // The partial unique index holds against raw SQL too.
     let msg = env
-        .sql()
-        .execute("UPDATE runs SET status = 'running' WHERE run_id = ?1", [&b])
-        .unwrap_err()
-        .to_string();
-    assert!(msg.contains("UNIQUE"), "{msg}");
+        .try_batch(&format!(
+            "UPDATE runs SET status = 'running' WHERE run_id = '{b}'"
+        ))
+        .unwrap_err();
+    // SQLite: "UNIQUE constraint failed"; PostgreSQL: 23505 unique_violation.
+    assert!(
+        msg.contains(pick("UNIQUE constraint failed", "23505:")),
+        "{msg}"
+    );
     env.json(&["run", "complete", &a]).data();
     env.json(&["run", "start", &b]).data();
     let listed = env.json(&["run", "list", &s]).data();
@@ -542,14 +546,14 @@ fn run_usage_integer_edges() {
     assert_eq!(err["details"]["field"], "input_tokens");
     // The schema refuses what logbook refuses.
     let msg = env
-        .sql()
-        .execute(
-            "UPDATE runs SET output_tokens = 9007199254740992 WHERE run_id = ?1",
-            [&r2],
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(msg.contains("CHECK"), "{msg}");
+        .try_batch(&format!(
+            "UPDATE runs SET output_tokens = 9007199254740992 WHERE run_id = '{r2}'"
+        ))
+        .unwrap_err();
+    assert!(
+        msg.contains(pick("CHECK constraint failed", "23514:")),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -13,14 +13,14 @@ type EventRow = (String, Option<String>, Option<String>, Option<String>);
 
 /// `(type, run_id, detail, data)` of a session's events, in seq order.
 fn timeline(env: &TestEnv, s: &str) -> Vec<EventRow> {
-    let c = env.sql();
-    let mut st = c
-        .prepare("SELECT type, run_id, detail, data FROM events WHERE session_id = ?1 ORDER BY seq")
-        .unwrap();
-    st.query_map([s], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    env.rows(
+        "SELECT type, run_id, detail, data FROM events WHERE session_id = $1 ORDER BY seq",
+        &[s],
+    )
+    .iter()
+    .map(|r| (text(&r[0]).unwrap(), text(&r[1]), text(&r[2]), text(&r[3])))
+    .collect()
 }
 
 /// A run cancelled because its session ended `ended`.
@@ -98,15 +98,11 @@ fn ending_a_session_cancels_its_pending_and_running_runs_first() {
         assert_ended_with_session(&env, &pending, ended);
         assert_ended_with_session(&env, &running, ended);
         assert_eq!(show_run(&env, &done), done_before);
-        let ended_at: Vec<(Option<i64>, i64)> = env
-            .sql()
-            .prepare("SELECT ended_at_ms, updated_at_ms FROM runs WHERE session_id = ?1")
-            .unwrap()
-            .query_map([&s], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert!(ended_at.iter().all(|(e, u)| *e == Some(*u)));
+        let ended_at = env.rows(
+            "SELECT ended_at_ms, updated_at_ms FROM runs WHERE session_id = $1",
+            &[&s],
+        );
+        assert!(ended_at.iter().all(|r| r[0].is_i64() && r[0] == r[1]));
         assert_eq!(
             env.json(&["run", "active", &s]).data(),
             Value::Null,

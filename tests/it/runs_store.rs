@@ -45,6 +45,8 @@ fn library_round_trips_runs_through_json_maps() {
     assert_eq!(l.get_session(&id).unwrap().usage.output_tokens, 50);
 }
 
+// rusqlite's statement cache, and a V2 SQLite file.
+sqlite_only! {
 /// Every runs/budgets SQL const prepares, and the hot ones stay prepared
 /// across changing bindings (see `hot_statements_are_never_reprepared`).
 #[test]
@@ -185,4 +187,5 @@ fn a_v2_database_upgrades_to_runs_and_keeps_its_rows() {
         5,
     );
     assert_eq!(env.json(&["verify"]).code, 0);
+}
 }

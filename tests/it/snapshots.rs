@@ -117,12 +117,9 @@ fn restore_round_trips_stage_and_context_and_never_rewinds_usage() {
     );
     data(&env, &["session", "stage", &s, "start", "deploy"]);
     // Usage accrues (another feature writes it; here an operator does).
-    env.sql()
-        .execute(
-            "UPDATE sessions SET input_tokens = 500, api_calls = 7, rev = rev + 1 WHERE session_id = ?1",
-            [&s],
-        )
-        .unwrap();
+    env.batch(&format!(
+        "UPDATE sessions SET input_tokens = 500, api_calls = 7, rev = rev + 1 WHERE session_id = '{s}'"
+    ));
     let usage = data(&env, &["session", "show", &s])["session"]["usage"].clone();
     let rev = data(&env, &["session", "show", &s])["session"]["rev"]
         .as_i64()
@@ -418,13 +415,12 @@ fn snapshot_triggers_hold_against_raw_sql() {
         &env,
         &["session", "checkpoint", &s, "--step", "c", "--state", "{}"],
     );
-    let c = env.sql();
     for sql in [
         "UPDATE session_snapshots SET state = '{\"a\":1}', size_bytes = 7".to_owned(),
         "DELETE FROM session_snapshots".to_owned(),
         format!("INSERT INTO session_snapshots (session_id, seq, state, size_bytes, at_ms) VALUES ('{s}', 0, '{{}}', 2, 0)"),
     ] {
-        let err = c.execute(&sql, []).unwrap_err().to_string();
+        let err = env.try_batch(&sql).unwrap_err();
         assert!(err.contains("logbook:") && err.contains("snapshot"), "{sql}: {err}");
     }
 }

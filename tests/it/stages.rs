@@ -161,10 +161,7 @@ fn a_stage_reason_is_redacted_and_a_retry_with_the_same_key_applies_once() {
     assert_eq!(again["rev"], 2);
     let e = last_event(&env, &s);
     assert_eq!(e["detail"], "Authorization: Bearer [REDACTED]");
-    let mut wal = env.path().as_os_str().to_owned();
-    wal.push("-wal");
-    let mut bytes = std::fs::read(env.path()).unwrap();
-    bytes.extend(std::fs::read(&wal).unwrap_or_default());
+    let bytes = env.db_bytes();
     assert!(bytes.windows(14).any(|w| w == b"Bearer [REDACT"));
     assert!(!bytes.windows(6).any(|w| w == b"SECRET"));
 }

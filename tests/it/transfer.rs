@@ -59,22 +59,20 @@ pub(crate) fn export_jsonl(env: &TestEnv) -> String {
 
 /// Rows of a session in every table (all must be 0 for a rejected one).
 pub(crate) fn rows_anywhere(env: &TestEnv, id: &str) -> i64 {
-    let c = env.sql();
     [
-        "SELECT count(*) FROM sessions WHERE session_id = ?1",
-        "SELECT count(*) FROM session_data WHERE session_id = ?1",
-        "SELECT count(*) FROM session_tags WHERE session_id = ?1",
-        "SELECT count(*) FROM session_refs WHERE session_id = ?1",
-        "SELECT count(*) FROM events WHERE session_id = ?1",
-        "SELECT count(*) FROM idempotency_keys WHERE session_id = ?1",
+        "SELECT count(*) FROM sessions WHERE session_id = $1",
+        "SELECT count(*) FROM session_data WHERE session_id = $1",
+        "SELECT count(*) FROM session_tags WHERE session_id = $1",
+        "SELECT count(*) FROM session_refs WHERE session_id = $1",
+        "SELECT count(*) FROM events WHERE session_id = $1",
+        "SELECT count(*) FROM idempotency_keys WHERE session_id = $1",
     ]
     .iter()
-    .map(|q| c.query_row(q, [id], |r| r.get::<_, i64>(0)).unwrap())
+    .map(|q| env.rows(q, &[id])[0][0].as_i64().unwrap())
     .sum()
 }
 
 pub(crate) fn table_counts(env: &TestEnv) -> Vec<i64> {
-    let c = env.sql();
     [
         "sessions",
         "session_data",
@@ -83,10 +81,7 @@ pub(crate) fn table_counts(env: &TestEnv) -> Vec<i64> {
         "events",
     ]
     .iter()
-    .map(|t| {
-        c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
-            .unwrap()
-    })
+    .map(|t| env.scalar(&format!("SELECT count(*) FROM {t}")))
     .collect()
 }
 

@@ -14,24 +14,20 @@ const PHELIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/phelix
 /// Every event of a session as stored: `{seq, type, at_ms, detail, data}`
 /// (data parsed, or null), by seq.
 fn stored_events(env: &TestEnv, id: &str) -> Vec<Value> {
-    let c = env.sql();
-    let mut st = c
-        .prepare(
-            "SELECT seq, type, at_ms, detail, data FROM events WHERE session_id = ?1 ORDER BY seq",
-        )
-        .unwrap();
-    st.query_map([id], |r| {
-        let data: Option<String> = r.get(4)?;
-        Ok(json!({
-            "seq": r.get::<_, i64>(0)?,
-            "type": r.get::<_, String>(1)?,
-            "at_ms": r.get::<_, i64>(2)?,
-            "detail": r.get::<_, Option<String>>(3)?,
-            "data": data.map_or(Value::Null, |d| serde_json::from_str(&d).unwrap()),
-        }))
+    env.rows(
+        "SELECT seq, type, at_ms, detail, data FROM events WHERE session_id = $1 ORDER BY seq",
+        &[id],
+    )
+    .into_iter()
+    .map(|r| {
+        json!({
+            "seq": r[0],
+            "type": r[1],
+            "at_ms": r[2],
+            "detail": r[3],
+            "data": r[4].as_str().map_or(Value::Null, |d| serde_json::from_str(d).unwrap()),
+        })
     })
-    .unwrap()
-    .map(Result::unwrap)
     .collect()
 }
 
@@ -177,13 +173,13 @@ fn jsonl_import_keeps_every_event_exactly() {
     std::fs::write(&file, format!("{line}\n")).unwrap();
     assert_eq!(import(&env, "jsonl", &file)["imported"], 1);
     assert_eq!(stored_events(&env, id), given_events(&events));
-    let c = env.sql();
-    let actors: Vec<String> = c
-        .prepare("SELECT actor_type FROM events WHERE session_id = ?1 ORDER BY seq")
-        .unwrap()
-        .query_map([id], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
+    let actors: Vec<Value> = env
+        .rows(
+            "SELECT actor_type FROM events WHERE session_id = $1 ORDER BY seq",
+            &[id],
+        )
+        .into_iter()
+        .map(|r| r[0].clone())
         .collect();
     assert_eq!(actors, ["cli", "mcp", "lib"]);
     assert_eq!(env.json(&["verify"]).code, 0);

@@ -254,10 +254,7 @@ fn jsonl_carries_runs_budgets_snapshots_and_gates_byte_identically() {
     dst.json(&["run", "start", &pending]).data();
     assert_eq!(dst.json(&["verify"]).code, 0);
     // No lease was carried.
-    let leases: i64 = dst
-        .sql()
-        .query_row("SELECT count(*) FROM session_leases", [], |r| r.get(0))
-        .unwrap();
+    let leases = dst.scalar("SELECT count(*) FROM session_leases");
     assert_eq!(leases, 0);
 
     // A second import skips both and changes nothing.
@@ -268,16 +265,15 @@ fn jsonl_carries_runs_budgets_snapshots_and_gates_byte_identically() {
 
 /// Rows of a session in the V3/V4 tables.
 fn workflow_rows(env: &TestEnv, id: &str) -> i64 {
-    let c = env.sql();
     [
-        "SELECT count(*) FROM runs WHERE session_id = ?1",
-        "SELECT count(*) FROM session_budgets WHERE session_id = ?1",
-        "SELECT count(*) FROM session_snapshots WHERE session_id = ?1",
-        "SELECT count(*) FROM session_gates WHERE session_id = ?1",
-        "SELECT count(*) FROM session_leases WHERE session_id = ?1",
+        "SELECT count(*) FROM runs WHERE session_id = $1",
+        "SELECT count(*) FROM session_budgets WHERE session_id = $1",
+        "SELECT count(*) FROM session_snapshots WHERE session_id = $1",
+        "SELECT count(*) FROM session_gates WHERE session_id = $1",
+        "SELECT count(*) FROM session_leases WHERE session_id = $1",
     ]
     .iter()
-    .map(|q| c.query_row(q, [id], |r| r.get::<_, i64>(0)).unwrap())
+    .map(|q| env.rows(q, &[id])[0][0].as_i64().unwrap())
     .sum()
 }
 

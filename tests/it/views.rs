@@ -2,6 +2,7 @@
 //! (issue 5 §3).
 
 use crate::common::*;
+use serde_json::json;
 use std::process::{Command, Stdio};
 
 /// The dashboard queries docs/schema.md recommends: each filter in both
@@ -26,6 +27,8 @@ const DASHBOARD: &[(&str, &str)] = &[
     ("SELECT * FROM v_runs WHERE session_id = 'ses_0000000000000001'", "runs_by_session"),
 ];
 
+// EXPLAIN QUERY PLAN is SQLite's.
+sqlite_only! {
 #[test]
 fn every_dashboard_filter_is_served_by_an_index_without_a_sort() {
     let env = TestEnv::new();
@@ -43,6 +46,7 @@ fn every_dashboard_filter_is_served_by_an_index_without_a_sort() {
             "{q}\n{plan}"
         );
     }
+}
 }
 
 #[test]
@@ -79,77 +83,49 @@ fn views_hold_the_documented_values() {
     env.json(&["session", "complete", &s, "--result", "done"]);
     let f = env.create_with(&["--title", "broken", "--app", "billing"]);
     env.json(&["session", "fail", &f, "--reason", "no"]);
-    let c = env.sql();
-    let row: (String, i64, i64, i64, i64, String, i64, i64) = c
-        .query_row(
+    let row = env
+        .rows(
             "SELECT status, rev, event_count, total_tokens, api_calls, last_event_type,
-                    last_event_at_ms = updated_at_ms, elapsed_ms = ended_at_ms - created_at_ms
-             FROM v_sessions WHERE session_id = ?1",
-            [&s],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            },
+                    CASE WHEN last_event_at_ms = updated_at_ms THEN 1 ELSE 0 END,
+                    CASE WHEN elapsed_ms = ended_at_ms - created_at_ms THEN 1 ELSE 0 END
+             FROM v_sessions WHERE session_id = $1",
+            &[&s],
         )
-        .unwrap();
-    let events: i64 = c
-        .query_row(
-            "SELECT count(*) FROM events WHERE session_id = ?1",
-            [&s],
-            |r| r.get(0),
-        )
-        .unwrap();
+        .remove(0);
+    let events = env.rows("SELECT count(*) FROM events WHERE session_id = $1", &[&s]);
     assert_eq!(
         row,
-        (
-            "completed".into(),
-            row.1,
-            events,
-            126,
-            3,
-            "completed".into(),
-            1,
-            1
-        )
+        [
+            json!("completed"),
+            row[1].clone(),
+            events[0][0].clone(),
+            json!(126),
+            json!(3),
+            json!("completed"),
+            json!(1),
+            json!(1)
+        ]
     );
-    let (title, app, agent): (String, String, String) = c
-        .query_row(
-            "SELECT title, app, agent_id FROM v_events WHERE session_id = ?1 AND seq = 0",
-            [&s],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(
-        (title.as_str(), app.as_str(), agent.as_str()),
-        ("ship", "billing", "g7")
+    let ev = env.rows(
+        "SELECT title, app, agent_id FROM v_events WHERE session_id = $1 AND seq = 0",
+        &[&s],
     );
-    let (rs, rt, rapp): (String, i64, String) = c
-        .query_row(
-            "SELECT status, total_tokens, app FROM v_runs WHERE run_id = ?1",
-            [&run],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(
-        (rs.as_str(), rt, rapp.as_str()),
-        ("completed", 6, "billing")
+    assert_eq!(ev[0], [json!("ship"), json!("billing"), json!("g7")]);
+    let r = env.rows(
+        "SELECT status, total_tokens, app FROM v_runs WHERE run_id = $1",
+        &[&run],
     );
-    let daily: (i64, i64, i64, i64) = c
-        .query_row(
-            "SELECT sum(sessions), sum(completions), sum(failures), sum(tokens) FROM v_daily WHERE app = 'billing'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
-    assert_eq!(daily, (2, 1, 1, 126));
+    assert_eq!(r[0], [json!("completed"), json!(6), json!("billing")]);
+    let daily = env.rows(
+        "SELECT CAST(sum(sessions) AS BIGINT), CAST(sum(completions) AS BIGINT),
+                CAST(sum(failures) AS BIGINT), CAST(sum(tokens) AS BIGINT)
+         FROM v_daily WHERE app = 'billing'",
+        &[],
+    );
+    assert_eq!(daily[0], [json!(2), json!(1), json!(1), json!(126)]);
+    if on_pg() {
+        return;
+    }
     // Stock sqlite3 reads the views too (the shell is required: .ci/run
     // installs it).
     let out = Command::new("sqlite3")
@@ -172,17 +148,18 @@ fn views_hold_the_documented_values() {
 /// STORE_BUSY.
 #[test]
 fn a_plain_reader_beside_8_writers_never_sees_half_a_mutation() {
-    if Command::new("python3")
-        .arg("-c")
-        .arg("import sqlite3")
-        .status()
-        .map_or(true, |s| !s.success())
+    if !on_pg()
+        && Command::new("python3")
+            .arg("-c")
+            .arg("import sqlite3")
+            .status()
+            .map_or(true, |s| !s.success())
     {
         panic!("python3 with its sqlite3 module is required (.ci/run installs it)");
     }
     let env = TestEnv::new();
     let sessions: Vec<String> = (0..8).map(|i| env.create(&format!("s{i}"))).collect();
-    let stop = env.path().parent().unwrap().join("stop");
+    let stop = env.dir.path().join("stop");
     let script = r#"
 import sqlite3, sys, os
 db, stop = sys.argv[1], sys.argv[2]
@@ -195,15 +172,38 @@ while not os.path.exists(stop):
     reads += 1
 print(reads, bad)
 "#;
-    let reader = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(env.path())
-        .arg(&stop)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // On PostgreSQL the plain reader is a client of the server, in a loop
+    // of its own (one statement, one snapshot, as Python's autocommit).
+    let pg_reader = on_pg().then(|| {
+        let mut c = env.pg_client();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut reads, mut bad) = (0u64, 0u64);
+            while !stop.exists() {
+                for r in c
+                    .query("SELECT rev, event_count FROM v_sessions", &[])
+                    .unwrap()
+                {
+                    if r.get::<_, i64>(0) != r.get::<_, i64>(1) {
+                        bad += 1;
+                    }
+                }
+                reads += 1;
+            }
+            vec![reads, bad]
+        })
+    });
+    let reader = (!on_pg()).then(|| {
+        Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(env.path())
+            .arg(&stop)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
     let writers: Vec<_> = sessions
         .iter()
         .map(|s| {
@@ -230,17 +230,20 @@ print(reads, bad)
         .collect();
     let failed: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
     std::fs::write(&stop, "").unwrap();
-    let out = reader.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "reader failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let nums: Vec<u64> = text
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let nums: Vec<u64> = if let Some(r) = pg_reader {
+        r.join().unwrap()
+    } else {
+        let out = reader.unwrap().wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "reader failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
     assert!(nums[0] > 0, "the reader never read");
     assert_eq!(nums[1], 0, "half-applied mutations seen");
     assert_eq!(failed, 0, "writers failed");

@@ -107,14 +107,34 @@ const HISTORY: &str = "SELECT version::bigint, name::text, applied_on::text, che
      FROM refinery_schema_history ORDER BY version";
 
 fn probe(client: &mut Client) -> Result<Probe> {
+    // One snapshot for both reads: another process's migration committing
+    // between them would show its history without its tables.
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(::postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(|e| from_pg(&e, "reading the schema's state"))?;
+    let probe = probe_in(&mut tx);
+    // Read-only: ending it either way changes nothing.
+    let _ = tx.rollback();
+    probe
+}
+
+/// [`probe`]'s reads, in its transaction.
+fn probe_in(client: &mut ::postgres::Transaction<'_>) -> Result<Probe> {
     let row = client
         .query_typed_opt(PROBE, &[(&SCHEMA_MARKER, Type::TEXT)])
         .map_err(|e| from_pg(&e, "reading the schema's state"))?;
     let Some(row) = row else {
+        let database = client
+            .query_typed_one("SELECT current_database()::text", &[])
+            .ok()
+            .and_then(|r| r.try_get::<_, String>(0).ok())
+            .unwrap_or_else(|| "?".into());
         return Err(Error::StoreIo {
             context: format!(
-                "database `{}`: the connection's search_path names no schema that exists, so there is nowhere to create logbook's tables",
-                current_database(client)
+                "database `{database}`: the connection's search_path names no schema that exists, so there is nowhere to create logbook's tables"
             ),
         });
     };
@@ -147,15 +167,6 @@ fn probe(client: &mut Client) -> Result<Probe> {
         marked: row.try_get(4).map_err(get)?,
         history,
     })
-}
-
-/// `current_database()`, for a message ("?" when even that fails).
-fn current_database(client: &mut Client) -> String {
-    client
-        .query_typed_one("SELECT current_database()::text", &[])
-        .ok()
-        .and_then(|r| r.try_get::<_, String>(0).ok())
-        .unwrap_or_else(|| "?".into())
 }
 
 /// Whether refinery's runner can read a history row: it parses

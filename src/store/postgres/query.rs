@@ -100,6 +100,15 @@ fn readable(ty: &Type) -> bool {
 /// A server error about the statement itself: INVALID_ARGUMENT with the
 /// server's message (redacted); the connection's troubles keep their codes.
 fn refused(e: &postgres::Error, location: &str) -> Error {
+    // 25006 read_only_sql_transaction: the statement writes. As on SQLite,
+    // that is the statement's fault (INVALID_ARGUMENT), not the store's:
+    // elsewhere 25006 means a read-only server (STORE_IO).
+    if e.code().is_some_and(|c| c.code() == "25006") {
+        return Error::invalid(
+            "sql",
+            "must not write: logbook sql runs read-only statements only (SELECT, WITH, EXPLAIN)",
+        );
+    }
     match classify(e, location) {
         Class::Final(Error::Internal { .. }) | Class::Transient => {
             let why = e

@@ -652,6 +652,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn max_insert_seq(&mut self) -> Result<i64> {
+        // Only an import batch asks; it needs the sessions table to itself
+        // for the rest of its transaction (see LOCK_SESSIONS_FOR_IMPORT).
+        self.exec(pt::LOCK_SESSIONS_FOR_IMPORT, &[])?;
         Ok(self
             .int_of(pt::SELECT_MAX_INSERT_SEQ, None)?
             .flatten()

@@ -23,6 +23,15 @@ pub const SELECT_INSERT_SEQ: &str = "SELECT insert_seq FROM sessions WHERE sessi
 /// The largest insertion key (0 for an empty database).
 pub const SELECT_MAX_INSERT_SEQ: &str = "SELECT coalesce(max(insert_seq), 0) FROM sessions";
 
+/// Taken by an import batch before it reads the largest insertion key:
+/// no other transaction may insert or change a session until the batch
+/// commits (the mode conflicts with every writer's ROW EXCLUSIVE and with
+/// itself; readers go on). The import counts on this, as on SQLite's
+/// `BEGIN IMMEDIATE`: its sessions take the keys right after that largest
+/// one, and a session another import wrote meanwhile is seen as existing
+/// (skipped), never inserted twice. Waits at most `lock_timeout`.
+pub const LOCK_SESSIONS_FOR_IMPORT: &str = "LOCK TABLE sessions IN SHARE ROW EXCLUSIVE MODE";
+
 /// Whether a run id is taken.
 pub const SELECT_RUN_EXISTS: &str = "SELECT 1 FROM runs WHERE run_id = $1";
 
