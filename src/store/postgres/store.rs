@@ -291,11 +291,6 @@ impl PgStore {
             )));
         };
         let Conn { client, cache, .. } = conn;
-        // Prepared statements run their generic plan: PostgreSQL's own
-        // choice re-planned a listing at every call (its LIMIT and filters
-        // look costlier in general), 0.4–1.5 ms of planning against 0.1 ms
-        // of execution (BENCHMARKS.md, "PostgreSQL"). LOCAL: nothing
-        // outlives the transaction (a transaction-mode pooler is fine).
         let begin = if write {
             // The row locks a write waits for get what is left of the busy
             // timeout (a number of ms logbook computed, not input).
@@ -303,12 +298,9 @@ impl PgStore {
                 .saturating_duration_since(Instant::now())
                 .as_millis()
                 .max(1);
-            format!(
-                "BEGIN; SET LOCAL lock_timeout = {left}; SET LOCAL plan_cache_mode = force_generic_plan"
-            )
+            format!("BEGIN; SET LOCAL lock_timeout = {left}")
         } else {
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL plan_cache_mode = force_generic_plan"
-                .to_owned()
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()
         };
         let lost = |slot: &mut Option<Conn>, class: Class| {
             if matches!(class, Class::Lost(_)) {
