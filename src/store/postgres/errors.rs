@@ -74,7 +74,13 @@ pub fn classify(e: &postgres::Error, location: &str) -> Class {
         Some(why) => format!("{text}: {why}"),
         None => text.clone(),
     };
-    if text.starts_with("error performing TLS handshake") || text.contains("does not support TLS") {
+    if text.starts_with("error performing TLS handshake") && handshake_cut(e) {
+        // The connection ended during the handshake (a server shutting
+        // down or starting, a proxy): nothing is wrong with TLS itself.
+        Class::Lost(reason)
+    } else if text.starts_with("error performing TLS handshake")
+        || text.contains("does not support TLS")
+    {
         Class::Final(Error::StoreIo {
             context: format!("TLS with the PostgreSQL server {location} failed: {reason}"),
         })
@@ -88,6 +94,26 @@ pub fn classify(e: &postgres::Error, location: &str) -> Class {
     } else {
         Class::Lost(reason)
     }
+}
+
+/// Whether a TLS handshake failed because the connection ended (an I/O
+/// error that is not the TLS library's verdict on the peer, which arrives
+/// as `InvalidData`).
+fn handshake_cut(e: &postgres::Error) -> bool {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            );
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The final error of a failed call: a transient failure that outlasted the
