@@ -10,6 +10,7 @@ mod gate;
 mod mcp;
 mod output;
 mod render;
+mod retention;
 mod run;
 mod session;
 mod signals;
@@ -166,6 +167,34 @@ enum Command {
     /// or begins with file:), STORE_IO (DEST cannot be written), INTERRUPTED.
     #[command(after_help = "Example:\n  logbook backup ~/backups/logbook-2026-11-29.db")]
     Backup(admin::BackupArgs),
+    /// Remove whole ended sessions for good, recorded and in short batches
+    ///
+    /// Chooses ended sessions (completed, failed, cancelled) by the filters
+    /// (at least one): --ended-before, --app, --status (repeatable),
+    /// --keep-last N per app. Live sessions (pending, active, paused) and
+    /// sessions with a live descendant are never purged. A purged parent
+    /// whose children remain is named by their parent_session_id and shown
+    /// as purged. Each purged session leaves a tombstone (title, status,
+    /// times, event count, newest event's hash) and the purge a row in
+    /// `purges` (docs/schema.md, "Retention"); `v_purges` shows progress.
+    ///
+    /// --dry-run prints what would go and changes nothing. A real purge asks
+    /// on a terminal, or needs --yes. --export FILE first writes the chosen
+    /// sessions as JSON Lines (`import` restores them), synced to disk.
+    /// Batches are short write transactions (writers beside it wait at most
+    /// one batch); SIGINT or SIGTERM stops between batches (exit 130 / 143),
+    /// and the same command again finishes the purge, counting nothing
+    /// twice. On SQLite the freed pages go back to the file system when the
+    /// file has auto_vacuum=INCREMENTAL (every file created by this
+    /// version); an older file needs one VACUUM, which purge explains.
+    ///
+    /// Errors: INVALID_ARGUMENT (no filter; a live status; --export exists
+    /// or names the database; not confirmed), STORE_IO, STORE_BUSY,
+    /// INTERRUPTED.
+    #[command(
+        after_help = "Example:\n  logbook purge --ended-before 2026-06-01T00:00:00Z --dry-run\n  logbook purge --app ci --keep-last 100 --export ci-old.jsonl --yes"
+    )]
+    Purge(retention::PurgeArgs),
     /// Run one read-only SQL statement and print the result
     ///
     /// The database is opened read-only (SQLITE_OPEN_READ_ONLY and
@@ -320,6 +349,7 @@ pub fn main() -> ExitCode {
         Command::Events(args) => timeline::events(args, &cli.global, &out).map(|()| None),
         Command::Doctor => admin::doctor(&cli.global, &out).map(|()| None),
         Command::Backup(args) => admin::backup(args, &cli.global, &out).map(|()| None),
+        Command::Purge(args) => retention::purge(args, &cli.global, &out).map(|()| None),
         Command::Sql(args) => sql::sql(args, &cli.global, &out).map(|()| None),
         Command::Completions(args) => sql::completions(args, &out).map(|()| None),
         Command::Gate(cmd) => gate::run(cmd, &cli.global, &out).map(|()| None),

@@ -204,7 +204,7 @@ fn parse_count(s: &str) -> std::result::Result<i64, String> {
         .map_err(|_| "expected an integer".to_owned())
 }
 
-fn parse_status(s: &str) -> std::result::Result<SessionStatus, String> {
+pub(super) fn parse_status(s: &str) -> std::result::Result<SessionStatus, String> {
     s.parse()
 }
 

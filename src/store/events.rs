@@ -23,8 +23,16 @@ pub const SELECT_NEXT_EVENT: &str = "SELECT (SELECT coalesce(max(e.seq) + 1, 0) 
 /// Appends one event. The `events_seq_contiguous` trigger refuses a seq that
 /// is not the session's previous max + 1. (Not `INSERT … SELECT` from
 /// `events`: SQLite would buffer that through a temp table on every call.)
-pub const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, at_ms, actor_type, \
-     detail, data, run_id, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+///
+/// The event_id is given, above every id ever handed out: the newest
+/// event's and every purged session's newest (`tombstones_by_event`), so
+/// an id is never reused after a purge removed the newest events (SPEC §8:
+/// a follower's cursor stays exact). Both are one seek to an index's end.
+pub const INSERT_EVENT: &str = "INSERT INTO events (event_id, session_id, seq, type, at_ms, \
+     actor_type, detail, data, run_id, prev_hash, hash) VALUES \
+     (max((SELECT coalesce(max(event_id), 0) FROM events), \
+          (SELECT coalesce(max(last_event_id), 0) FROM tombstones)) + 1, \
+     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Records the idempotency key an event was produced with, and the rev the
 /// mutation left (its session UPDATE has run: one per mutation, before its

@@ -153,6 +153,20 @@ impl Store {
         }
     }
 
+    /// [`Store::write`] for one batch of a purge (SPEC §8): on SQLite with
+    /// foreign-key enforcement off for the transaction
+    /// ([`SqliteStore::write_purge`]); a server has no foreign key from a
+    /// session to its parent (a trigger checks it at insert).
+    ///
+    /// # Errors
+    /// As [`Store::write`].
+    pub fn write_purge<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.write_purge(f),
+            Store::Postgres(p) => p.write(f),
+        }
+    }
+
     /// Runs `f` in one read transaction (one consistent snapshot).
     ///
     /// # Errors

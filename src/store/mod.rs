@@ -25,6 +25,7 @@ pub mod migrate;
 pub mod open;
 pub mod postgres;
 pub mod query;
+pub mod retention;
 pub mod rows;
 pub mod runs;
 pub mod sessions;
@@ -40,6 +41,7 @@ pub use open::{open, StoreConfig, SyncMode};
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, SessionStatus, Usage};
+use retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
@@ -423,4 +425,39 @@ pub trait Tx {
     fn release_savepoint(&mut self) -> Result<()>;
     /// Undoes the savepoint's rows.
     fn rollback_to_savepoint(&mut self) -> Result<()>;
+
+    // Retention (SPEC §8).
+
+    /// Up to `limit` sessions the filter's SQL part chooses, after
+    /// insert_seq `after`, by insert_seq.
+    fn purge_candidates(
+        &mut self,
+        f: &PurgeScan,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<PurgeCandidate>>;
+    /// One session as a purge candidate, whatever its status.
+    fn purge_candidate(&mut self, id: &str) -> Result<Option<PurgeCandidate>>;
+    /// Per app, `(app, ended_at_ms, insert_seq)` of the `n`-th newest ended
+    /// session the filter chooses.
+    fn keep_last_cutoffs(
+        &mut self,
+        f: &PurgeScan,
+        n: i64,
+    ) -> Result<Vec<(Option<String>, i64, i64)>>;
+    /// The sessions that have a live descendant.
+    fn live_ancestors(&mut self) -> Result<Vec<String>>;
+    /// Unfinished purges recorded with exactly this filter, newest first.
+    fn open_purges(&mut self, filter: &str) -> Result<Vec<PurgeProgress>>;
+    /// One purge's progress.
+    fn purge_progress(&mut self, purge_id: i64) -> Result<Option<PurgeProgress>>;
+    /// Records a purge; its id.
+    fn insert_purge(&mut self, p: &NewPurge<'_>) -> Result<i64>;
+    /// Writes the tombstone and deletes the session's rows (the triggers
+    /// check both); the rows deleted.
+    fn purge_session(&mut self, t: &Tombstone) -> Result<u64>;
+    /// A session id's newest tombstone.
+    fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>>;
+    /// Up to `limit` tombstones after `(session_id, insert_seq)`.
+    fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>>;
 }

@@ -212,6 +212,18 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         }
         Err(e) => return Err(e),
     };
+    // A brand-new file gives freed pages back to the file system on
+    // request (`PRAGMA incremental_vacuum`, run by `purge`; SPEC §8). The
+    // mode can only be chosen before the first table exists.
+    if probe.user_version == 0 {
+        let pages: i64 = conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))
+            .map_err(db_err)?;
+        if pages == 0 {
+            conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+                .map_err(db_err)?;
+        }
+    }
     // Ours (or brand new and empty): now it is safe to tighten its mode.
     // -wal/-shm created from here on take the DB file's (now 0600) mode.
     tighten_existing(&cfg.path)?;

@@ -52,11 +52,19 @@ pub const SELECT_MAX_CREATED: &str = "SELECT max(created_at_ms) FROM sessions";
 /// Inserts a session row with every column given: the one insert of
 /// create, fork and import (`insert_session`). `actor_authenticated` is
 /// always 0: nothing logbook receives can vouch for an identity.
-pub const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, status, title, app, \
-     agent_id, route, stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, \
-     rev, checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
-     duration_ms, created_at_ms, updated_at_ms, ended_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-     ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+///
+/// The insert_seq is given, above every one handed out (the newest
+/// session's and every purged session's), so a session imported again
+/// after a purge is a new incarnation that the old tombstone does not
+/// cover (SPEC §8).
+pub const INSERT_SESSION: &str = "INSERT INTO sessions (insert_seq, session_id, status, title, \
+     app, agent_id, route, stage, parent_session_id, tags, actor_type, actor_id, \
+     actor_authenticated, rev, checkpoint_seq, final_result, end_reason, input_tokens, \
+     output_tokens, api_calls, duration_ms, created_at_ms, updated_at_ms, ended_at_ms) VALUES \
+     (max((SELECT coalesce(max(insert_seq), 0) FROM sessions), \
+          (SELECT coalesce(max(insert_seq), 0) FROM tombstones)) + 1, \
+     ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+     ?20, ?21, ?22)";
 
 /// Inserts the wide values of a new session.
 pub const INSERT_SESSION_DATA: &str =

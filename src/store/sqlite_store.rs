@@ -282,7 +282,63 @@ impl SqliteStore {
     ///
     /// # Errors
     /// STORE_IO when opened read-only; STORE_BUSY; `f`'s.
-    pub fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    pub fn write<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.write_conn(|conn| f(&mut SqliteTx::new(conn)))
+    }
+
+    /// [`SqliteStore::write`] with foreign-key enforcement off on this
+    /// connection for the transaction: a purge deletes a parent whose
+    /// (ended, frozen) children remain and keep naming it; the tombstone
+    /// and delete triggers still check every row (SPEC §8).
+    ///
+    /// # Errors
+    /// As [`SqliteStore::write`].
+    pub fn write_purge<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.conn
+            .pragma_update(None, "foreign_keys", false)
+            .map_err(|e| self.db_err(e))?;
+        let out = self.write(f);
+        let on = self
+            .conn
+            .pragma_update(None, "foreign_keys", true)
+            .map_err(|e| self.db_err(e));
+        let v = out?;
+        on?;
+        Ok(v)
+    }
+
+    /// Returns up to `pages` free pages to the file system in one write
+    /// transaction (`PRAGMA incremental_vacuum`); the pages still free
+    /// after it. A file without `auto_vacuum=INCREMENTAL` returns none.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::write`].
+    pub fn incremental_vacuum(&self, pages: u32) -> Result<i64> {
+        self.write_conn(|conn| {
+            let sql = format!("PRAGMA incremental_vacuum({pages})");
+            let mut stmt = conn.prepare(&sql).map_err(super::sqlite_tx::db)?;
+            let mut rows = stmt.query([]).map_err(super::sqlite_tx::db)?;
+            while rows.next().map_err(super::sqlite_tx::db)?.is_some() {}
+            conn.pragma_query_value(None, "freelist_count", |r| r.get(0))
+                .map_err(super::sqlite_tx::db)
+        })
+    }
+
+    /// `(auto_vacuum mode, free pages, page size)`: the mode 0 none, 1
+    /// full, 2 incremental.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn free_space(&self) -> Result<(i64, i64, i64)> {
+        let q = |name: &str| -> Result<i64> {
+            self.conn
+                .pragma_query_value(None, name, |r| r.get(0))
+                .map_err(|e| self.db_err(e))
+        };
+        Ok((q("auto_vacuum")?, q("freelist_count")?, q("page_size")?))
+    }
+
+    fn write_conn<T>(&self, f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::StoreIo {
                 context: "the database was opened read-only (--read-only); this command writes"
@@ -310,7 +366,7 @@ impl SqliteStore {
 
     fn write_locked<T>(
         &self,
-        mut f: impl FnMut(&mut dyn Tx) -> Result<T>,
+        mut f: impl FnMut(&Connection) -> Result<T>,
         deadline: std::time::Instant,
     ) -> Result<T> {
         // SQLite's lock gets what is left of the busy timeout.
@@ -319,7 +375,7 @@ impl SqliteStore {
         // Inside the write transaction: a replaced file is refused before
         // anything is written, and the check cannot be overtaken by a
         // write of this handle.
-        match self.check_file().and_then(|()| f(&mut SqliteTx::new(&tx))) {
+        match self.check_file().and_then(|()| f(&tx)) {
             Ok(v) => tx.commit().map(|()| v).map_err(|e| self.db_err(e)),
             Err(e) => {
                 let _ = tx.rollback();

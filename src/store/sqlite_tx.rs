@@ -12,6 +12,7 @@ use super::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
 };
+use super::retention::{self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use super::{
     budgets as sb, chain as sc, events as ev, feed, list, runs as sr, sessions as ss,
     transfer as st, workflow as ws,
@@ -534,5 +535,54 @@ impl Tx for SqliteTx<'_> {
 
     fn rollback_to_savepoint(&mut self) -> Result<()> {
         st::exec(self.conn, st::ROLLBACK_TO).map_err(db)
+    }
+
+    fn purge_candidates(
+        &mut self,
+        f: &PurgeScan,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<PurgeCandidate>> {
+        rt::candidates(self.conn, f, after, limit).map_err(db)
+    }
+
+    fn purge_candidate(&mut self, id: &str) -> Result<Option<PurgeCandidate>> {
+        rt::candidate(self.conn, id).map_err(db)
+    }
+
+    fn keep_last_cutoffs(
+        &mut self,
+        f: &PurgeScan,
+        n: i64,
+    ) -> Result<Vec<(Option<String>, i64, i64)>> {
+        rt::keep_last_cutoffs(self.conn, f, n).map_err(db)
+    }
+
+    fn live_ancestors(&mut self) -> Result<Vec<String>> {
+        rt::live_ancestors(self.conn).map_err(db)
+    }
+
+    fn open_purges(&mut self, filter: &str) -> Result<Vec<PurgeProgress>> {
+        rt::open_purges(self.conn, filter).map_err(db)
+    }
+
+    fn purge_progress(&mut self, purge_id: i64) -> Result<Option<PurgeProgress>> {
+        rt::purge_progress(self.conn, purge_id).map_err(db)
+    }
+
+    fn insert_purge(&mut self, p: &NewPurge<'_>) -> Result<i64> {
+        rt::insert_purge(self.conn, p).map_err(db)
+    }
+
+    fn purge_session(&mut self, t: &Tombstone) -> Result<u64> {
+        rt::purge_session(self.conn, t).map_err(db)
+    }
+
+    fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>> {
+        rt::find_tombstone(self.conn, id).map_err(db)
+    }
+
+    fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>> {
+        rt::tombstones_page(self.conn, after, limit).map_err(db)
     }
 }

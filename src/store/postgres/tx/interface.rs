@@ -3,9 +3,10 @@
 
 use super::super::sql::Param;
 use super::super::sql::{
-    chain as pc, events as pe, feed as pf, list as pl, runs as pr, sessions as ps, transfer as pt,
-    workflow as pw,
+    chain as pc, events as pe, feed as pf, list as pl, retention as prt, runs as pr, sessions as ps,
+    transfer as pt, workflow as pw,
 };
+use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use super::PgTx;
 use crate::error::LatestEvent;
 use crate::error::Result;
@@ -363,5 +364,54 @@ impl Tx for PgTx<'_> {
         // The statements after the savepoint, and their error, are undone.
         self.failure = None;
         Ok(())
+    }
+
+    fn purge_candidates(
+        &mut self,
+        f: &PurgeScan,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<PurgeCandidate>> {
+        prt::candidates(self, f, after, limit)
+    }
+
+    fn purge_candidate(&mut self, id: &str) -> Result<Option<PurgeCandidate>> {
+        prt::candidate(self, id)
+    }
+
+    fn keep_last_cutoffs(
+        &mut self,
+        f: &PurgeScan,
+        n: i64,
+    ) -> Result<Vec<(Option<String>, i64, i64)>> {
+        prt::keep_last_cutoffs(self, f, n)
+    }
+
+    fn live_ancestors(&mut self) -> Result<Vec<String>> {
+        prt::live_ancestors(self)
+    }
+
+    fn open_purges(&mut self, filter: &str) -> Result<Vec<PurgeProgress>> {
+        prt::open_purges(self, filter)
+    }
+
+    fn purge_progress(&mut self, purge_id: i64) -> Result<Option<PurgeProgress>> {
+        prt::purge_progress(self, purge_id)
+    }
+
+    fn insert_purge(&mut self, p: &NewPurge<'_>) -> Result<i64> {
+        prt::insert_purge(self, p)
+    }
+
+    fn purge_session(&mut self, t: &Tombstone) -> Result<u64> {
+        prt::purge_session(self, t)
+    }
+
+    fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>> {
+        prt::find_tombstone(self, id)
+    }
+
+    fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>> {
+        prt::tombstones_page(self, after, limit)
     }
 }

@@ -1,0 +1,629 @@
+//! `purge`: removing whole ended sessions, recorded and bounded (SPEC §8,
+//! issue 16).
+//!
+//! A purge runs in three steps. The plan reads the sessions the filter
+//! chooses (ended, of the statuses given, ended before a time, of one app,
+//! beyond the newest `keep_last` per app, never one with a live
+//! descendant) page by page in read snapshots, so memory stays flat in the
+//! number of sessions. With `export`, the chosen sessions are written to
+//! the file (flushed and synced) before anything is deleted. Then each
+//! batch is one short write transaction: it re-reads the next page of
+//! candidates under the write lock, writes each session's tombstone and
+//! deletes its rows (the store's triggers check both), until
+//! [`PURGE_BATCH_EVENTS`] events or [`PURGE_BATCH_SESSIONS`] sessions.
+//!
+//! Resuming: a purge killed midway left its `purges` row and the
+//! tombstones of its committed batches. Running the same filter again
+//! adopts that purge (the newest unfinished one with exactly this filter)
+//! and goes on: the sessions already purged are gone, so nothing is
+//! counted twice, and the result is the uninterrupted one's.
+
+use super::Ledger;
+use crate::error::{Error, Result};
+use crate::model::SessionStatus;
+use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use crate::store::Tx;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Sessions one batch deletes at most: 100.
+pub const PURGE_BATCH_SESSIONS: usize = 100;
+
+/// Events after which a batch commits: 2,000 (with their sessions' other
+/// rows, a few thousand row deletes, each checked by a trigger).
+pub const PURGE_BATCH_EVENTS: i64 = 2_000;
+
+/// Sessions a dry run (and the report) lists by name: the first 10.
+pub const PURGE_SAMPLE: usize = 10;
+
+/// Free pages one space-reclaiming transaction returns to the file
+/// system: 2,000 (8 MB at 4 KiB pages).
+pub const VACUUM_STEP_PAGES: u32 = 2_000;
+
+/// Candidates read per page while planning.
+const PLAN_PAGE: usize = 1_000;
+
+/// Which sessions to purge (SPEC §8). At least one of the filters must be
+/// given; live sessions (pending, active, paused) and sessions with a live
+/// descendant are never chosen, whatever the filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeFilter {
+    /// Only sessions ended before this time (ms since the epoch).
+    pub ended_before_ms: Option<i64>,
+    /// Only this app's sessions.
+    pub app: Option<String>,
+    /// Only these ended statuses (empty: completed, failed and cancelled).
+    pub statuses: Vec<SessionStatus>,
+    /// Keep the newest N ended sessions of each app (by end time) among
+    /// those the other filters choose.
+    pub keep_last: Option<u64>,
+}
+
+/// A purge to plan or run.
+#[derive(Debug, Clone, Default)]
+pub struct PurgeRequest {
+    /// What to purge.
+    pub filter: PurgeFilter,
+    /// Write the chosen sessions here as JSON Lines (the format `import`
+    /// reads) before deleting anything. The file must not exist yet.
+    pub export: Option<PathBuf>,
+}
+
+/// One session a purge chooses (or removed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgedSession {
+    /// `ses_…`.
+    pub session_id: String,
+    /// Title.
+    pub title: String,
+    /// Ended status.
+    pub status: String,
+    /// App.
+    pub app: Option<String>,
+    /// Ended, ms since the epoch.
+    pub ended_at_ms: Option<i64>,
+    /// Its events.
+    pub events: i64,
+    /// Bytes of its text values.
+    pub bytes: i64,
+}
+
+/// What a purge chooses: `purge --dry-run`'s report, and the first part of
+/// a real purge's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgePlan {
+    /// The filter as recorded in `purges.filter` (canonical JSON).
+    pub filter: String,
+    /// Sessions chosen.
+    pub sessions: u64,
+    /// Their events.
+    pub events: u64,
+    /// Bytes of their text values (events' detail and data, goal, context,
+    /// metadata, snapshots, runs): an estimate of what the purge frees.
+    pub bytes: u64,
+    /// Sessions the filter matched but that stay: they have a live
+    /// descendant.
+    pub kept_live_descendant: u64,
+    /// Sessions the filter matched but that stay: the newest `keep_last`
+    /// of their app.
+    pub kept_newest: u64,
+    /// The first [`PURGE_SAMPLE`] sessions chosen, oldest first.
+    pub first: Vec<PurgedSession>,
+    /// An unfinished purge with this filter that a real run goes on with.
+    pub resumes: Option<PurgeProgressInfo>,
+}
+
+/// A purge's progress (`v_purges`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeProgressInfo {
+    /// The purge.
+    pub purge_id: i64,
+    /// Sessions it chose when it started.
+    pub sessions_chosen: i64,
+    /// Sessions purged under it so far.
+    pub sessions_purged: i64,
+    /// Their events.
+    pub events_purged: i64,
+    /// Their bytes.
+    pub bytes_purged: i64,
+}
+
+impl From<PurgeProgress> for PurgeProgressInfo {
+    fn from(p: PurgeProgress) -> Self {
+        PurgeProgressInfo {
+            purge_id: p.purge_id,
+            sessions_chosen: p.sessions_chosen,
+            sessions_purged: p.sessions_purged,
+            events_purged: p.events_purged,
+            bytes_purged: p.bytes_purged,
+        }
+    }
+}
+
+/// What a purge did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PurgeReport {
+    /// The plan it ran.
+    pub plan: PurgePlan,
+    /// Its id (`purges.purge_id`); null when it chose nothing.
+    pub purge_id: Option<i64>,
+    /// Whether it went on with an unfinished purge of the same filter.
+    pub resumed: bool,
+    /// Sessions this run purged.
+    pub sessions: u64,
+    /// Their events.
+    pub events: u64,
+    /// Write transactions it ran (batches).
+    pub batches: u64,
+    /// The longest batch, from its BEGIN to its COMMIT returning, ms.
+    pub longest_batch_ms: f64,
+    /// The purge's totals over every run of it.
+    pub total: Option<PurgeProgressInfo>,
+    /// The export written first, if asked.
+    pub export: Option<crate::transfer::ExportReport>,
+    /// What happened to the space (SQLite); null on a server.
+    pub space: Option<SpaceReport>,
+}
+
+/// Space on SQLite after a purge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpaceReport {
+    /// `PRAGMA auto_vacuum`: `none`, `full` or `incremental`.
+    pub auto_vacuum: String,
+    /// Free pages the purge left in the file, before they were returned.
+    pub free_pages_before: i64,
+    /// Free pages after: 0 once returned; with `auto_vacuum` none they stay
+    /// until a one-time `VACUUM`.
+    pub free_pages_after: i64,
+    /// Bytes per page.
+    pub page_size: i64,
+    /// Bytes returned to the file system.
+    pub bytes_returned: i64,
+    /// The longest space-reclaiming transaction, ms.
+    pub longest_vacuum_ms: f64,
+    /// Set when the file needs a one-time `VACUUM` to give space back.
+    pub vacuum_needed: Option<String>,
+}
+
+impl PurgeFilter {
+    /// The statuses chosen, in the fixed order completed, failed,
+    /// cancelled.
+    fn status_flags(&self) -> Result<[bool; 3]> {
+        if self.statuses.is_empty() {
+            return Ok([true; 3]);
+        }
+        let mut f = [false; 3];
+        for s in &self.statuses {
+            match s {
+                SessionStatus::Completed => f[0] = true,
+                SessionStatus::Failed => f[1] = true,
+                SessionStatus::Cancelled => f[2] = true,
+                other => {
+                    return Err(Error::invalid(
+                        "status",
+                        format!(
+                            "purge removes ended sessions only (completed, failed, cancelled), not {}",
+                            other.as_str()
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// The filter's SQL part.
+    fn scan(&self) -> Result<PurgeScan> {
+        if self.ended_before_ms.is_none()
+            && self.app.is_none()
+            && self.statuses.is_empty()
+            && self.keep_last.is_none()
+        {
+            return Err(Error::invalid(
+                "filter",
+                "purge needs at least one of --ended-before, --app, --status, --keep-last",
+            ));
+        }
+        super::request::opt_name("app", &self.app)?;
+        Ok(PurgeScan {
+            statuses: self.status_flags()?,
+            ended_before_ms: self.ended_before_ms.unwrap_or(i64::MAX),
+            app: self.app.clone(),
+        })
+    }
+
+    /// The canonical JSON of the filter, as `purges.filter` records it
+    /// (keys in a fixed order, statuses in the fixed order).
+    fn canonical(&self) -> Result<String> {
+        #[derive(Serialize)]
+        struct Canon<'a> {
+            ended_before_ms: Option<i64>,
+            app: Option<&'a str>,
+            statuses: Vec<&'static str>,
+            keep_last: Option<u64>,
+        }
+        let f = self.status_flags()?;
+        let names = ["completed", "failed", "cancelled"];
+        let statuses = if self.statuses.is_empty() {
+            Vec::new()
+        } else {
+            names
+                .iter()
+                .zip(f)
+                .filter(|(_, on)| *on)
+                .map(|(n, _)| *n)
+                .collect()
+        };
+        serde_json::to_string(&Canon {
+            ended_before_ms: self.ended_before_ms,
+            app: self.app.as_deref(),
+            statuses,
+            keep_last: self.keep_last,
+        })
+        .map_err(|e| Error::internal(format!("cannot render a purge filter: {e}")))
+    }
+}
+
+/// What every batch of one purge shares.
+struct Batches<'a> {
+    scan: &'a PurgeScan,
+    purge_id: i64,
+    export_set: Option<&'a HashSet<String>>,
+}
+
+/// The keep-last rule and the live-descendant rule, over candidates.
+struct Rules {
+    /// Per app, the newest-kept cutoff `(ended_at_ms, insert_seq)`: a
+    /// session at or above it is kept. Apps with fewer than N sessions are
+    /// kept whole (`keep_all`).
+    cutoffs: Option<HashMap<Option<String>, (i64, i64)>>,
+    live: HashSet<String>,
+}
+
+enum Verdict {
+    Purge,
+    KeptNewest,
+    KeptLive,
+}
+
+impl Rules {
+    /// The live set read again (inside a batch's write transaction: a
+    /// session forked since the plan keeps its parent).
+    fn refresh_live(&mut self, tx: &mut dyn Tx) -> Result<()> {
+        self.live = tx.live_ancestors()?.into_iter().collect();
+        Ok(())
+    }
+
+    fn read(tx: &mut dyn Tx, scan: &PurgeScan, keep_last: Option<u64>) -> Result<Rules> {
+        let cutoffs = match keep_last {
+            Some(0) | None => None,
+            Some(n) => {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                Some(
+                    tx.keep_last_cutoffs(scan, n)?
+                        .into_iter()
+                        .map(|(app, at, seq)| (app, (at, seq)))
+                        .collect(),
+                )
+            }
+        };
+        Ok(Rules {
+            cutoffs,
+            live: tx.live_ancestors()?.into_iter().collect(),
+        })
+    }
+
+    fn verdict(&self, c: &PurgeCandidate) -> Verdict {
+        if self.live.contains(&c.session_id) {
+            return Verdict::KeptLive;
+        }
+        if let Some(cut) = &self.cutoffs {
+            // An app with no cutoff has at most N sessions: all kept.
+            match cut.get(&c.app) {
+                None => return Verdict::KeptNewest,
+                Some(&k) if (c.ended_at_ms.unwrap_or(i64::MIN), c.insert_seq) >= k => {
+                    return Verdict::KeptNewest
+                }
+                Some(_) => {}
+            }
+        }
+        Verdict::Purge
+    }
+}
+
+fn summary(c: &PurgeCandidate) -> PurgedSession {
+    PurgedSession {
+        session_id: c.session_id.clone(),
+        title: c.title.clone(),
+        status: c.status.clone(),
+        app: c.app.clone(),
+        ended_at_ms: c.ended_at_ms,
+        events: c.events,
+        bytes: c.bytes,
+    }
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+impl Ledger {
+    /// What a purge with `filter` would remove, changing nothing (`purge
+    /// --dry-run`; SPEC §8).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (no filter, a live status, a bad app name); the
+    /// store's.
+    pub fn purge_plan(&self, filter: &PurgeFilter) -> Result<PurgePlan> {
+        self.plan(filter, None).map(|(plan, _)| plan)
+    }
+
+    /// The plan, and (with `ids`) the ids of the sessions chosen.
+    fn plan(
+        &self,
+        filter: &PurgeFilter,
+        mut ids: Option<&mut Vec<String>>,
+    ) -> Result<(PurgePlan, Rules)> {
+        let scan = filter.scan()?;
+        let canonical = filter.canonical()?;
+        let mut plan = PurgePlan {
+            filter: canonical.clone(),
+            sessions: 0,
+            events: 0,
+            bytes: 0,
+            kept_live_descendant: 0,
+            kept_newest: 0,
+            first: Vec::new(),
+            resumes: None,
+        };
+        let rules = self.read(|tx| Rules::read(tx, &scan, filter.keep_last))?;
+        plan.resumes = self
+            .read(|tx| tx.open_purges(&canonical))?
+            .into_iter()
+            .next()
+            .map(PurgeProgressInfo::from);
+        let mut after = 0i64;
+        loop {
+            let page = self.read(|tx| tx.purge_candidates(&scan, after, PLAN_PAGE))?;
+            let Some(last) = page.last() else { break };
+            after = last.insert_seq;
+            for c in &page {
+                match rules.verdict(c) {
+                    Verdict::KeptLive => plan.kept_live_descendant += 1,
+                    Verdict::KeptNewest => plan.kept_newest += 1,
+                    Verdict::Purge => {
+                        plan.sessions += 1;
+                        plan.events += count(c.events);
+                        plan.bytes += count(c.bytes);
+                        if plan.first.len() < PURGE_SAMPLE {
+                            plan.first.push(summary(c));
+                        }
+                        if let Some(ids) = ids.as_deref_mut() {
+                            ids.push(c.session_id.clone());
+                        }
+                    }
+                }
+            }
+            if page.len() < PLAN_PAGE {
+                break;
+            }
+        }
+        Ok((plan, rules))
+    }
+
+    /// Purges the sessions `req.filter` chooses (SPEC §8): the export first
+    /// when asked, then batches of short write transactions, each writing
+    /// tombstones and deleting their sessions' rows; then, on SQLite, the
+    /// freed pages go back to the file system when the file allows it.
+    /// `progress(done, total)` is called after each batch.
+    ///
+    /// Stops between two batches once
+    /// [`LedgerOptions::interrupt`](crate::LedgerOptions::interrupt) is
+    /// triggered; running the same filter again finishes the purge.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (the filter; `export` exists already or names the
+    /// database); STORE_IO (the export cannot be written: nothing is
+    /// purged); STORE_BUSY; an [`Error::Incomplete`] (INTERRUPTED or the
+    /// store's error) once some batches committed, with the counts so far.
+    pub fn purge(
+        &self,
+        req: &PurgeRequest,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<PurgeReport> {
+        let mut chosen_ids = Vec::new();
+        let want_ids = req.export.is_some();
+        let (plan, mut rules) = self.plan(&req.filter, want_ids.then_some(&mut chosen_ids))?;
+        let mut report = PurgeReport {
+            plan: plan.clone(),
+            purge_id: None,
+            resumed: false,
+            sessions: 0,
+            events: 0,
+            batches: 0,
+            longest_batch_ms: 0.0,
+            total: None,
+            export: None,
+            space: None,
+        };
+        let export_set: Option<HashSet<String>> = match &req.export {
+            Some(path) => {
+                if path.exists() {
+                    return Err(Error::invalid(
+                        "export",
+                        format!(
+                            "{} exists; purge --export never overwrites a file (a rerun after an interruption takes a new name: the first file holds every session the first run chose)",
+                            path.display()
+                        ),
+                    ));
+                }
+                if plan.sessions > 0 {
+                    report.export = Some(self.export_jsonl_file(&chosen_ids, path)?);
+                }
+                Some(chosen_ids.into_iter().collect())
+            }
+            None => None,
+        };
+        if plan.sessions == 0 && plan.resumes.is_none() {
+            return Ok(report);
+        }
+        let scan = req.filter.scan()?;
+        let now = self.now_ms();
+        let actor = self.opts.actor.as_str();
+        let purge_id = match &plan.resumes {
+            Some(open) => {
+                report.resumed = true;
+                open.purge_id
+            }
+            None => self.write(|tx| {
+                tx.insert_purge(&NewPurge {
+                    at_ms: now,
+                    actor_type: actor,
+                    actor_id: None,
+                    filter: &plan.filter,
+                    sessions: i64::try_from(plan.sessions).unwrap_or(i64::MAX),
+                    events: i64::try_from(plan.events).unwrap_or(i64::MAX),
+                    bytes: i64::try_from(plan.bytes).unwrap_or(i64::MAX),
+                })
+            })?,
+        };
+        report.purge_id = Some(purge_id);
+        let space_before = self.store.sqlite().map(|s| s.free_space()).transpose()?;
+        let batches = Batches {
+            scan: &scan,
+            purge_id,
+            export_set: export_set.as_ref(),
+        };
+        if let Err(e) = self.run_batches(&batches, &mut rules, &mut report, progress) {
+            return Err(self.purge_stopped(e, &report));
+        }
+        report.total = self
+            .read(|tx| tx.purge_progress(purge_id))?
+            .map(PurgeProgressInfo::from);
+        if let Some((mode, _, _)) = space_before {
+            report.space = Some(self.reclaim(mode)?);
+        }
+        Ok(report)
+    }
+
+    /// The batches: each one write transaction.
+    fn run_batches(
+        &self,
+        b: &Batches<'_>,
+        rules: &mut Rules,
+        report: &mut PurgeReport,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<()> {
+        let total = report.plan.sessions;
+        let mut after = 0i64;
+        loop {
+            self.opts.interrupt.check()?;
+            let now = self.now_ms();
+            let started = Instant::now();
+            let (sessions, events, next, more) = self.store.write_purge(|tx| {
+                rules.refresh_live(tx)?;
+                let page = tx.purge_candidates(b.scan, after, PURGE_BATCH_SESSIONS)?;
+                let more = page.len() == PURGE_BATCH_SESSIONS;
+                let (mut sessions, mut events, mut next) = (0u64, 0i64, after);
+                for c in page {
+                    next = c.insert_seq;
+                    if !matches!(rules.verdict(&c), Verdict::Purge)
+                        || b.export_set.is_some_and(|s| !s.contains(&c.session_id))
+                    {
+                        continue;
+                    }
+                    events += c.events;
+                    sessions += 1;
+                    tx.purge_session(&Tombstone {
+                        session: c,
+                        purge_id: b.purge_id,
+                        purged_at_ms: now,
+                    })?;
+                    if events >= PURGE_BATCH_EVENTS {
+                        return Ok((sessions, events, next, true));
+                    }
+                }
+                Ok((sessions, events, next, more))
+            })?;
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            report.batches += 1;
+            report.longest_batch_ms = report.longest_batch_ms.max(ms);
+            report.sessions += sessions;
+            report.events += count(events);
+            after = next;
+            progress(report.sessions, total);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A purge error after its record was written: INTERRUPTED or the
+    /// store's, with the counts so far once a batch committed.
+    fn purge_stopped(&self, e: Error, report: &PurgeReport) -> Error {
+        if report.sessions == 0 {
+            return e;
+        }
+        Error::Incomplete {
+            cause: Box::new(self.opts.interrupt.or(e)),
+            progress: format!(
+                "{} session(s) with {} event(s) were purged before it stopped; run the same command again to finish purge {}",
+                report.sessions,
+                report.events,
+                report.purge_id.unwrap_or_default()
+            ),
+            report: Box::new(serde_json::to_value(report).unwrap_or_default()),
+        }
+    }
+
+    /// Returns a SQLite file's free pages to the file system in steps of
+    /// [`VACUUM_STEP_PAGES`], each its own write transaction (incremental
+    /// vacuum); says when the file needs a one-time `VACUUM` instead.
+    fn reclaim(&self, _mode_before: i64) -> Result<SpaceReport> {
+        let Some(s) = self.store.sqlite() else {
+            return Err(Error::internal("reclaim on a server"));
+        };
+        let (mode, free_before, page_size) = s.free_space()?;
+        let mut report = SpaceReport {
+            auto_vacuum: match mode {
+                1 => "full",
+                2 => "incremental",
+                _ => "none",
+            }
+            .into(),
+            free_pages_before: free_before,
+            free_pages_after: free_before,
+            page_size,
+            bytes_returned: 0,
+            longest_vacuum_ms: 0.0,
+            vacuum_needed: None,
+        };
+        if mode != 2 {
+            if free_before > 0 && mode == 0 {
+                report.vacuum_needed = Some(format!(
+                    "this file was created before logbook set auto_vacuum=INCREMENTAL: its {free_before} free page(s) are reused by later writes but stay in the file; to give them back once, stop every writer and run: sqlite3 {} 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'",
+                    s.path().display()
+                ));
+            }
+            return Ok(report);
+        }
+        let mut free = free_before;
+        while free > 0 {
+            self.opts.interrupt.check()?;
+            let started = Instant::now();
+            let left = s.incremental_vacuum(VACUUM_STEP_PAGES)?;
+            report.longest_vacuum_ms = report
+                .longest_vacuum_ms
+                .max(started.elapsed().as_secs_f64() * 1000.0);
+            if left >= free {
+                break;
+            }
+            free = left;
+        }
+        report.free_pages_after = free;
+        report.bytes_returned = (free_before - free) * page_size;
+        Ok(report)
+    }
+}

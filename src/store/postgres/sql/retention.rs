@@ -1,0 +1,298 @@
+//! SQL for retention (PostgreSQL; SQLite's is `store/retention.rs`, whose
+//! row types these fill): purge candidates, purge records, tombstones and
+//! a purged session's deletes. The tombstone's `tx_id` is the column's
+//! default, `pg_current_xact_id()`: the delete triggers allow exactly the
+//! rows of sessions tombstoned by the deleting transaction.
+
+use super::super::tx::PgTx;
+use super::{col, int};
+use crate::error::Result;
+use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use postgres::types::Type;
+use postgres::Row;
+
+const CANDIDATE_COLUMNS: &str = "s.session_id, s.insert_seq, s.title, s.status, s.app, \
+     s.parent_session_id, s.created_at_ms, s.ended_at_ms, \
+     (SELECT count(*) FROM events e WHERE e.session_id = s.session_id), \
+     (SELECT e.event_id FROM events e WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1), \
+     (SELECT e.hash FROM events e WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1), \
+     ((SELECT coalesce(sum(64 + octet_length(coalesce(e.detail, '')) \
+        + octet_length(coalesce(e.data, ''))), 0) FROM events e WHERE e.session_id = s.session_id) \
+     + coalesce((SELECT octet_length(coalesce(d.goal, '')) + octet_length(d.context) \
+        + octet_length(d.metadata) FROM session_data d WHERE d.insert_seq = s.insert_seq), 0) \
+     + (SELECT coalesce(sum(octet_length(n.state)), 0) FROM session_snapshots n \
+        WHERE n.session_id = s.session_id) \
+     + (SELECT coalesce(sum(octet_length(coalesce(r.input, '')) \
+        + octet_length(coalesce(r.output, '')) + octet_length(r.metadata)), 0) \
+        FROM runs r WHERE r.session_id = s.session_id))::bigint";
+
+/// $1 after this insert_seq, $2–$4 the statuses chosen, $5 ended before,
+/// $6 the app (NULL: any).
+const SCAN_WHERE: &str = "s.insert_seq > $1 \
+     AND ((s.status = 'completed' AND $2) OR (s.status = 'failed' AND $3) \
+          OR (s.status = 'cancelled' AND $4)) \
+     AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6)";
+
+const KEEP_LAST_CUTOFFS: &str = "SELECT app, ended_at_ms, insert_seq FROM \
+     (SELECT s.app, s.ended_at_ms, s.insert_seq, row_number() OVER \
+        (PARTITION BY s.app ORDER BY s.ended_at_ms DESC, s.insert_seq DESC) AS n \
+      FROM sessions s WHERE s.insert_seq > $1 \
+      AND ((s.status = 'completed' AND $2) OR (s.status = 'failed' AND $3) \
+           OR (s.status = 'cancelled' AND $4)) \
+      AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6)) AS ranked \
+     WHERE n = $7";
+
+const LIVE_ANCESTORS: &str = "WITH RECURSIVE up(id) AS ( \
+     SELECT parent_session_id FROM sessions \
+      WHERE status IN ('pending', 'active', 'paused') AND parent_session_id IS NOT NULL \
+     UNION SELECT s.parent_session_id FROM sessions s JOIN up ON s.session_id = up.id \
+      WHERE s.parent_session_id IS NOT NULL) \
+     SELECT id FROM up";
+
+const OPEN_PURGES: &str = "SELECT purge_id, sessions_chosen, sessions_purged, events_purged, \
+     bytes_purged FROM v_purges WHERE filter = $1 AND done = 0 ORDER BY purge_id DESC";
+
+const PURGE_PROGRESS: &str = "SELECT purge_id, sessions_chosen, sessions_purged, events_purged, \
+     bytes_purged FROM v_purges WHERE purge_id = $1";
+
+const INSERT_PURGE: &str = "INSERT INTO purges (at_ms, actor_type, actor_id, filter, sessions, \
+     events, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING purge_id";
+
+const INSERT_TOMBSTONE: &str = "INSERT INTO tombstones (session_id, insert_seq, purge_id, \
+     title, status, app, parent_session_id, created_at_ms, ended_at_ms, events, last_event_id, \
+     last_hash, bytes, purged_at_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
+
+/// One tombstoned session's deletes ($1 the session, $2 its insert_seq),
+/// children first.
+const DELETE_SESSION_ROWS: [&str; 11] = [
+    "DELETE FROM idempotency_keys WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_snapshots WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_gates WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_leases WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_budgets WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM runs WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_refs WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_tags t USING sessions s WHERE s.insert_seq = $2 AND s.session_id = $1 \
+     AND t.insert_seq = s.insert_seq AND t.created_at_ms = s.created_at_ms \
+     AND t.tag IN (SELECT json_array_elements_text(s.tags::json))",
+    "DELETE FROM events WHERE session_id = $1 AND $2::bigint IS NOT NULL",
+    "DELETE FROM session_data WHERE insert_seq = $2 AND session_id = $1",
+    "DELETE FROM sessions WHERE insert_seq = $2 AND session_id = $1",
+];
+
+const TOMBSTONE_COLUMNS: &str = "session_id, insert_seq, title, status, app, parent_session_id, \
+     created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, purge_id, purged_at_ms";
+
+fn map_candidate(r: &Row) -> Result<PurgeCandidate> {
+    Ok(PurgeCandidate {
+        session_id: col(r, 0)?,
+        insert_seq: col(r, 1)?,
+        title: col(r, 2)?,
+        status: col(r, 3)?,
+        app: col(r, 4)?,
+        parent_session_id: col(r, 5)?,
+        created_at_ms: col(r, 6)?,
+        ended_at_ms: col(r, 7)?,
+        events: col(r, 8)?,
+        last_event_id: col(r, 9)?,
+        last_hash: col(r, 10)?,
+        bytes: col(r, 11)?,
+    })
+}
+
+fn map_tombstone(r: &Row) -> Result<Tombstone> {
+    Ok(Tombstone {
+        session: map_candidate(r)?,
+        purge_id: col(r, 12)?,
+        purged_at_ms: col(r, 13)?,
+    })
+}
+
+fn map_progress(r: &Row) -> Result<PurgeProgress> {
+    Ok(PurgeProgress {
+        purge_id: col(r, 0)?,
+        sessions_chosen: col(r, 1)?,
+        sessions_purged: col(r, 2)?,
+        events_purged: col(r, 3)?,
+        bytes_purged: col(r, 4)?,
+    })
+}
+
+/// Up to `limit` candidates after insert_seq `after`.
+pub fn candidates(
+    tx: &mut PgTx<'_>,
+    f: &PurgeScan,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<PurgeCandidate>> {
+    let sql = format!(
+        "SELECT {CANDIDATE_COLUMNS} FROM sessions s WHERE {SCAN_WHERE} \
+         ORDER BY s.insert_seq LIMIT $7"
+    );
+    let [c, fl, ca] = f.statuses;
+    let limit = int(limit);
+    tx.rows(
+        &sql,
+        &[
+            (&after, Type::INT8),
+            (&c, Type::BOOL),
+            (&fl, Type::BOOL),
+            (&ca, Type::BOOL),
+            (&f.ended_before_ms, Type::INT8),
+            (&f.app, Type::TEXT),
+            (&limit, Type::INT8),
+        ],
+    )?
+    .iter()
+    .map(map_candidate)
+    .collect()
+}
+
+/// One session as a candidate.
+pub fn candidate(tx: &mut PgTx<'_>, id: &str) -> Result<Option<PurgeCandidate>> {
+    let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM sessions s WHERE s.session_id = $1");
+    tx.row(&sql, &[(&id, Type::TEXT)])?
+        .as_ref()
+        .map(map_candidate)
+        .transpose()
+}
+
+/// Per app, the key of the `n`-th newest ended session chosen.
+pub fn keep_last_cutoffs(
+    tx: &mut PgTx<'_>,
+    f: &PurgeScan,
+    n: i64,
+) -> Result<Vec<(Option<String>, i64, i64)>> {
+    let [c, fl, ca] = f.statuses;
+    tx.rows(
+        KEEP_LAST_CUTOFFS,
+        &[
+            (&0i64, Type::INT8),
+            (&c, Type::BOOL),
+            (&fl, Type::BOOL),
+            (&ca, Type::BOOL),
+            (&f.ended_before_ms, Type::INT8),
+            (&f.app, Type::TEXT),
+            (&n, Type::INT8),
+        ],
+    )?
+    .iter()
+    .map(|r| {
+        Ok((
+            col(r, 0)?,
+            col::<Option<i64>>(r, 1)?.unwrap_or(i64::MIN),
+            col(r, 2)?,
+        ))
+    })
+    .collect()
+}
+
+/// The sessions with a live descendant.
+pub fn live_ancestors(tx: &mut PgTx<'_>) -> Result<Vec<String>> {
+    tx.rows(LIVE_ANCESTORS, &[])?
+        .iter()
+        .map(|r| col(r, 0))
+        .collect()
+}
+
+/// Unfinished purges with this filter.
+pub fn open_purges(tx: &mut PgTx<'_>, filter: &str) -> Result<Vec<PurgeProgress>> {
+    tx.rows(OPEN_PURGES, &[(&filter, Type::TEXT)])?
+        .iter()
+        .map(map_progress)
+        .collect()
+}
+
+/// One purge's progress.
+pub fn purge_progress(tx: &mut PgTx<'_>, id: i64) -> Result<Option<PurgeProgress>> {
+    tx.row(PURGE_PROGRESS, &[(&id, Type::INT8)])?
+        .as_ref()
+        .map(map_progress)
+        .transpose()
+}
+
+/// Records a purge; its id.
+pub fn insert_purge(tx: &mut PgTx<'_>, p: &NewPurge<'_>) -> Result<i64> {
+    let r = tx.one(
+        INSERT_PURGE,
+        &[
+            (&p.at_ms, Type::INT8),
+            (&p.actor_type, Type::TEXT),
+            (&p.actor_id, Type::TEXT),
+            (&p.filter, Type::TEXT),
+            (&p.sessions, Type::INT8),
+            (&p.events, Type::INT8),
+            (&p.bytes, Type::INT8),
+        ],
+    )?;
+    col(&r, 0)
+}
+
+/// Writes the tombstone, then deletes the session's rows.
+pub fn purge_session(tx: &mut PgTx<'_>, t: &Tombstone) -> Result<u64> {
+    let s = &t.session;
+    tx.exec(
+        INSERT_TOMBSTONE,
+        &[
+            (&s.session_id, Type::TEXT),
+            (&s.insert_seq, Type::INT8),
+            (&t.purge_id, Type::INT8),
+            (&s.title, Type::TEXT),
+            (&s.status, Type::TEXT),
+            (&s.app, Type::TEXT),
+            (&s.parent_session_id, Type::TEXT),
+            (&s.created_at_ms, Type::INT8),
+            (&s.ended_at_ms, Type::INT8),
+            (&s.events, Type::INT8),
+            (&s.last_event_id, Type::INT8),
+            (&s.last_hash, Type::BYTEA),
+            (&s.bytes, Type::INT8),
+            (&t.purged_at_ms, Type::INT8),
+        ],
+    )?;
+    let mut rows = 0;
+    for sql in DELETE_SESSION_ROWS {
+        rows += tx.exec(
+            sql,
+            &[(&s.session_id, Type::TEXT), (&s.insert_seq, Type::INT8)],
+        )?;
+    }
+    Ok(rows)
+}
+
+/// A session id's newest tombstone.
+pub fn find_tombstone(tx: &mut PgTx<'_>, id: &str) -> Result<Option<Tombstone>> {
+    let sql = format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE session_id = $1 \
+         ORDER BY insert_seq DESC LIMIT 1"
+    );
+    tx.row(&sql, &[(&id, Type::TEXT)])?
+        .as_ref()
+        .map(map_tombstone)
+        .transpose()
+}
+
+/// Up to `limit` tombstones after `(session_id, insert_seq)`.
+pub fn tombstones_page(
+    tx: &mut PgTx<'_>,
+    after: (&str, i64),
+    limit: usize,
+) -> Result<Vec<Tombstone>> {
+    let sql = format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE (session_id, insert_seq) > ($1, $3) \
+         ORDER BY session_id, insert_seq LIMIT $2"
+    );
+    let limit = int(limit);
+    tx.rows(
+        &sql,
+        &[
+            (&after.0, Type::TEXT),
+            (&limit, Type::INT8),
+            (&after.1, Type::INT8),
+        ],
+    )?
+    .iter()
+    .map(map_tombstone)
+    .collect()
+}

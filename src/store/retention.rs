@@ -1,0 +1,371 @@
+//! SQL for retention (SPEC §8): choosing the sessions a purge removes,
+//! purge records, tombstones, and deleting one purged session's rows.
+//! The row types are shared with the PostgreSQL store.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+/// What a purge's filter selects in SQL (the ledger adds `--keep-last` and
+/// the live-descendant rule): ended sessions of the chosen statuses, ended
+/// before a time, of one app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeScan {
+    /// Whether `completed`, `failed`, `cancelled` sessions are chosen.
+    pub statuses: [bool; 3],
+    /// Only sessions with `ended_at_ms` below this (ms since the epoch;
+    /// `i64::MAX` for no bound).
+    pub ended_before_ms: i64,
+    /// Only this app's sessions.
+    pub app: Option<String>,
+}
+
+/// One session a purge may remove, with what its tombstone records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeCandidate {
+    /// `ses_…`.
+    pub session_id: String,
+    /// The session row's insertion key (the incarnation).
+    pub insert_seq: i64,
+    /// Title.
+    pub title: String,
+    /// Ended status.
+    pub status: String,
+    /// App.
+    pub app: Option<String>,
+    /// Parent session.
+    pub parent_session_id: Option<String>,
+    /// Created, ms since the epoch.
+    pub created_at_ms: i64,
+    /// Ended, ms since the epoch.
+    pub ended_at_ms: Option<i64>,
+    /// Its events.
+    pub events: i64,
+    /// Its newest event's id.
+    pub last_event_id: Option<i64>,
+    /// Its newest event's hash (32 bytes).
+    pub last_hash: Option<Vec<u8>>,
+    /// Bytes of its text values: events' detail and data (plus 64 bytes of
+    /// hashes each), its goal, context and metadata, snapshots' state,
+    /// runs' input, output and metadata.
+    pub bytes: i64,
+}
+
+/// A purged session's tombstone (table `tombstones`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    /// What the session was.
+    pub session: PurgeCandidate,
+    /// The purge that removed it.
+    pub purge_id: i64,
+    /// When, ms since the epoch.
+    pub purged_at_ms: i64,
+}
+
+/// A new row of `purges`.
+#[derive(Debug, Clone, Copy)]
+pub struct NewPurge<'a> {
+    /// When it starts, ms since the epoch.
+    pub at_ms: i64,
+    /// `cli`, `mcp` or `lib`.
+    pub actor_type: &'a str,
+    /// The actor's id, if any.
+    pub actor_id: Option<&'a str>,
+    /// The filter as given (a JSON object).
+    pub filter: &'a str,
+    /// Sessions, events and bytes it chose.
+    pub sessions: i64,
+    /// Events of those sessions.
+    pub events: i64,
+    /// Bytes of their text values.
+    pub bytes: i64,
+}
+
+/// A purge with its progress (view `v_purges`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeProgress {
+    /// The purge.
+    pub purge_id: i64,
+    /// Sessions it chose when it started.
+    pub sessions_chosen: i64,
+    /// Sessions tombstoned under it so far.
+    pub sessions_purged: i64,
+    /// Their events.
+    pub events_purged: i64,
+    /// Their bytes.
+    pub bytes_purged: i64,
+}
+
+/// The columns of a candidate: `s` a session row; the event count, the
+/// newest event's id and hash, and the bytes by correlated subqueries over
+/// the session's indexes.
+const CANDIDATE_COLUMNS: &str = "s.session_id, s.insert_seq, s.title, s.status, s.app, \
+     s.parent_session_id, s.created_at_ms, s.ended_at_ms, \
+     (SELECT count(*) FROM events e WHERE e.session_id = s.session_id), \
+     (SELECT e.event_id FROM events e WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1), \
+     (SELECT e.hash FROM events e WHERE e.session_id = s.session_id ORDER BY e.seq DESC LIMIT 1), \
+     (SELECT coalesce(sum(64 + length(CAST(coalesce(e.detail, '') AS BLOB)) \
+        + length(CAST(coalesce(e.data, '') AS BLOB))), 0) \
+        FROM events e WHERE e.session_id = s.session_id) \
+     + coalesce((SELECT length(CAST(coalesce(d.goal, '') AS BLOB)) + length(CAST(d.context AS BLOB)) \
+        + length(CAST(d.metadata AS BLOB)) FROM session_data d WHERE d.insert_seq = s.insert_seq), 0) \
+     + (SELECT coalesce(sum(length(CAST(n.state AS BLOB))), 0) FROM session_snapshots n \
+        WHERE n.session_id = s.session_id) \
+     + (SELECT coalesce(sum(length(CAST(coalesce(r.input, '') AS BLOB)) \
+        + length(CAST(coalesce(r.output, '') AS BLOB)) + length(CAST(r.metadata AS BLOB))), 0) \
+        FROM runs r WHERE r.session_id = s.session_id)";
+
+/// The filter's WHERE over `s`: ?1 after this insert_seq, ?2–?4 the
+/// statuses chosen, ?5 ended before, ?6 the app (NULL: any).
+const SCAN_WHERE: &str = "s.insert_seq > ?1 \
+     AND ((s.status = 'completed' AND ?2) OR (s.status = 'failed' AND ?3) \
+          OR (s.status = 'cancelled' AND ?4)) \
+     AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6)";
+
+/// Up to ?7 candidates after insert_seq ?1, by insert_seq.
+fn candidates_sql() -> String {
+    format!(
+        "SELECT {CANDIDATE_COLUMNS} FROM sessions s WHERE {SCAN_WHERE} \
+         ORDER BY s.insert_seq LIMIT ?7"
+    )
+}
+
+/// Per app, the `(ended_at_ms, insert_seq)` of the ?7-th newest ended
+/// session the filter chooses (newest ended first): `--keep-last` keeps it
+/// and every newer one.
+const KEEP_LAST_CUTOFFS: &str = "SELECT app, ended_at_ms, insert_seq FROM \
+     (SELECT s.app, s.ended_at_ms, s.insert_seq, row_number() OVER \
+        (PARTITION BY s.app ORDER BY s.ended_at_ms DESC, s.insert_seq DESC) AS n \
+      FROM sessions s WHERE s.insert_seq > ?1 \
+      AND ((s.status = 'completed' AND ?2) OR (s.status = 'failed' AND ?3) \
+           OR (s.status = 'cancelled' AND ?4)) \
+      AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6)) \
+     WHERE n = ?7";
+
+/// Every session with a live (pending, active, paused) descendant: the
+/// ancestors of the live sessions.
+pub const LIVE_ANCESTORS: &str = "WITH RECURSIVE up(id) AS ( \
+     SELECT parent_session_id FROM sessions \
+      WHERE (status = 'pending' OR status = 'active' OR status = 'paused') \
+        AND parent_session_id IS NOT NULL \
+     UNION SELECT s.parent_session_id FROM sessions s JOIN up ON s.session_id = up.id \
+      WHERE s.parent_session_id IS NOT NULL) \
+     SELECT id FROM up";
+
+/// Purges with this filter that have not tombstoned every session they
+/// chose, newest first.
+pub const OPEN_PURGES: &str = "SELECT purge_id, sessions_chosen, sessions_purged, \
+     events_purged, bytes_purged FROM v_purges WHERE filter = ?1 AND done = 0 \
+     ORDER BY purge_id DESC";
+
+/// One purge's progress.
+pub const PURGE_PROGRESS: &str = "SELECT purge_id, sessions_chosen, sessions_purged, \
+     events_purged, bytes_purged FROM v_purges WHERE purge_id = ?1";
+
+/// A new purge record.
+pub const INSERT_PURGE: &str = "INSERT INTO purges (at_ms, actor_type, actor_id, filter, \
+     sessions, events, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// A tombstone. The `tombstones_truthful` trigger checks it against the
+/// session.
+pub const INSERT_TOMBSTONE: &str = "INSERT INTO tombstones (session_id, insert_seq, purge_id, \
+     title, status, app, parent_session_id, created_at_ms, ended_at_ms, events, last_event_id, \
+     last_hash, bytes, purged_at_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+
+/// The statements that delete one tombstoned session's rows (?1 the
+/// session, ?2 its insert_seq), children first. Tags by the session's own
+/// tag list, so each delete walks its table's primary key.
+pub const DELETE_SESSION_ROWS: [&str; 11] = [
+    "DELETE FROM idempotency_keys WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_snapshots WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_gates WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_leases WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_budgets WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM runs WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_refs WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_tags WHERE insert_seq = ?2 AND session_id = ?1 \
+     AND tag IN (SELECT value FROM json_each((SELECT tags FROM sessions WHERE insert_seq = ?2))) \
+     AND created_at_ms = (SELECT created_at_ms FROM sessions WHERE insert_seq = ?2)",
+    "DELETE FROM events WHERE session_id = ?1 AND ?2 IS NOT NULL",
+    "DELETE FROM session_data WHERE insert_seq = ?2 AND session_id = ?1",
+    "DELETE FROM sessions WHERE insert_seq = ?2 AND session_id = ?1",
+];
+
+/// The tombstones of a session id, newest incarnation first.
+const TOMBSTONE_COLUMNS: &str = "session_id, insert_seq, title, status, app, parent_session_id, \
+     created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, purge_id, purged_at_ms";
+
+/// A session id's newest tombstone.
+fn find_tombstone_sql() -> String {
+    format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE session_id = ?1 \
+         ORDER BY insert_seq DESC LIMIT 1"
+    )
+}
+
+/// Up to ?2 tombstones after session id ?1 (then insert_seq ?3), by id.
+fn tombstones_page_sql() -> String {
+    format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE (session_id, insert_seq) > (?1, ?3) \
+         ORDER BY session_id, insert_seq LIMIT ?2"
+    )
+}
+
+fn map_candidate(r: &Row<'_>) -> rusqlite::Result<PurgeCandidate> {
+    Ok(PurgeCandidate {
+        session_id: r.get(0)?,
+        insert_seq: r.get(1)?,
+        title: r.get(2)?,
+        status: r.get(3)?,
+        app: r.get(4)?,
+        parent_session_id: r.get(5)?,
+        created_at_ms: r.get(6)?,
+        ended_at_ms: r.get(7)?,
+        events: r.get(8)?,
+        last_event_id: r.get(9)?,
+        last_hash: r.get(10)?,
+        bytes: r.get(11)?,
+    })
+}
+
+fn map_tombstone(r: &Row<'_>) -> rusqlite::Result<Tombstone> {
+    Ok(Tombstone {
+        session: map_candidate(r)?,
+        purge_id: r.get(12)?,
+        purged_at_ms: r.get(13)?,
+    })
+}
+
+fn map_progress(r: &Row<'_>) -> rusqlite::Result<PurgeProgress> {
+    Ok(PurgeProgress {
+        purge_id: r.get(0)?,
+        sessions_chosen: r.get(1)?,
+        sessions_purged: r.get(2)?,
+        events_purged: r.get(3)?,
+        bytes_purged: r.get(4)?,
+    })
+}
+
+/// Up to `limit` candidates after `after` (insert_seq), by insert_seq.
+pub fn candidates(
+    conn: &Connection,
+    f: &PurgeScan,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<PurgeCandidate>> {
+    let [c, fl, ca] = f.statuses;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(&candidates_sql())?;
+    let rows = stmt.query_map(
+        params![after, c, fl, ca, f.ended_before_ms, f.app, limit],
+        map_candidate,
+    )?;
+    rows.collect()
+}
+
+/// Per app, the key of the `n`-th newest ended session the filter chooses.
+pub fn keep_last_cutoffs(
+    conn: &Connection,
+    f: &PurgeScan,
+    n: i64,
+) -> rusqlite::Result<Vec<(Option<String>, i64, i64)>> {
+    let [c, fl, ca] = f.statuses;
+    let mut stmt = conn.prepare_cached(KEEP_LAST_CUTOFFS)?;
+    let rows = stmt.query_map(
+        params![0i64, c, fl, ca, f.ended_before_ms, f.app, n],
+        |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(i64::MIN), r.get(2)?)),
+    )?;
+    rows.collect()
+}
+
+/// The sessions with a live descendant.
+pub fn live_ancestors(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(LIVE_ANCESTORS)?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
+/// Unfinished purges with this filter, newest first.
+pub fn open_purges(conn: &Connection, filter: &str) -> rusqlite::Result<Vec<PurgeProgress>> {
+    let mut stmt = conn.prepare_cached(OPEN_PURGES)?;
+    let rows = stmt.query_map([filter], map_progress)?;
+    rows.collect()
+}
+
+/// One purge's progress.
+pub fn purge_progress(conn: &Connection, id: i64) -> rusqlite::Result<Option<PurgeProgress>> {
+    conn.prepare_cached(PURGE_PROGRESS)?
+        .query_row([id], map_progress)
+        .optional()
+}
+
+/// Records a purge; its id.
+pub fn insert_purge(conn: &Connection, p: &NewPurge<'_>) -> rusqlite::Result<i64> {
+    conn.prepare_cached(INSERT_PURGE)?.execute(params![
+        p.at_ms,
+        p.actor_type,
+        p.actor_id,
+        p.filter,
+        p.sessions,
+        p.events,
+        p.bytes
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Writes `t`'s tombstone and deletes the session's rows; the rows deleted.
+pub fn purge_session(conn: &Connection, t: &Tombstone) -> rusqlite::Result<u64> {
+    let s = &t.session;
+    conn.prepare_cached(INSERT_TOMBSTONE)?.execute(params![
+        s.session_id,
+        s.insert_seq,
+        t.purge_id,
+        s.title,
+        s.status,
+        s.app,
+        s.parent_session_id,
+        s.created_at_ms,
+        s.ended_at_ms,
+        s.events,
+        s.last_event_id,
+        s.last_hash,
+        s.bytes,
+        t.purged_at_ms
+    ])?;
+    let mut rows = 0u64;
+    for sql in DELETE_SESSION_ROWS {
+        let n = conn
+            .prepare_cached(sql)?
+            .execute(params![s.session_id, s.insert_seq])?;
+        rows += n as u64;
+    }
+    Ok(rows)
+}
+
+/// A session id's newest tombstone.
+pub fn find_tombstone(conn: &Connection, id: &str) -> rusqlite::Result<Option<Tombstone>> {
+    conn.prepare_cached(&find_tombstone_sql())?
+        .query_row([id], map_tombstone)
+        .optional()
+}
+
+/// Up to `limit` tombstones after `(id, insert_seq)`, by id.
+pub fn tombstones_page(
+    conn: &Connection,
+    after: (&str, i64),
+    limit: usize,
+) -> rusqlite::Result<Vec<Tombstone>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(&tombstones_page_sql())?;
+    let rows = stmt.query_map(params![after.0, limit, after.1], map_tombstone)?;
+    rows.collect()
+}
+
+/// The candidate row of one session, whatever the filter (the purge
+/// re-reads it inside its write transaction).
+pub fn candidate(conn: &Connection, id: &str) -> rusqlite::Result<Option<PurgeCandidate>> {
+    conn.prepare_cached(&format!(
+        "SELECT {CANDIDATE_COLUMNS} FROM sessions s WHERE s.session_id = ?1"
+    ))?
+    .query_row([id], map_candidate)
+    .optional()
+}
