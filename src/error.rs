@@ -56,6 +56,17 @@ pub enum Error {
         /// The id asked for (always a well-formed `ses_` id).
         id: String,
     },
+    /// SESSION_NOT_FOUND for a session that a purge removed (SPEC §8): its
+    /// tombstone names the purge and when.
+    #[error("session {id} was purged (purge {purge_id}); its tombstone remains")]
+    SessionPurged {
+        /// The id asked for.
+        id: String,
+        /// The purge that removed it.
+        purge_id: i64,
+        /// When, ms since the epoch.
+        purged_at_ms: i64,
+    },
     /// RUN_NOT_FOUND.
     #[error("run {id} not found")]
     RunNotFound {
@@ -307,7 +318,9 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::InvalidArgument { .. } => ErrorCode::InvalidArgument,
-            Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
+            Error::SessionNotFound { .. } | Error::SessionPurged { .. } => {
+                ErrorCode::SessionNotFound
+            }
             Error::RunNotFound { .. } => ErrorCode::RunNotFound,
             Error::Conflict { .. } => ErrorCode::SessionConflict,
             Error::LeaseHeld { .. } => ErrorCode::LeaseHeld,

@@ -55,6 +55,8 @@ pub enum ResolvedState {
     Present,
     /// It does not exist.
     Missing,
+    /// A session that a purge removed: its tombstone remains (SPEC §8).
+    Purged,
     /// The resolver failed, could not start, or timed out.
     Unavailable,
     /// No resolver is configured for its kind.

@@ -11,16 +11,32 @@ pub struct VerifyArgs {
     /// Sessions to verify (default: every session)
     #[arg(value_name = "ID")]
     ids: Vec<String>,
+    /// Also check each purged session in FILE (a `purge --export` or
+    /// `export` output) against its tombstone: the chain recomputed from the
+    /// file must end in the tombstone's event count and head hash
+    #[arg(long, value_name = "FILE")]
+    export: Option<std::path::PathBuf>,
 }
 
 pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
     let ledger = open_existing(global)?;
-    let report = ledger.verify(&args.ids)?;
+    let report = ledger.verify_with_export(&args.ids, args.export.as_deref())?;
     out.success(&report, |r| {
         let mut s = format!(
             "ok: {} session(s), {} event(s); every hash chain holds\n",
             r.sessions, r.events
         );
+        if r.purged > 0 {
+            s.push_str(&format!(
+                "{} purged session(s): their tombstones keep their event counts and head hashes\n",
+                r.purged
+            ));
+        }
+        if let Some(n) = r.export_checked {
+            s.push_str(&format!(
+                "{n} purged session(s) in the export match their tombstones\n"
+            ));
+        }
         if !r.heads.is_empty() {
             let rows: Vec<Vec<String>> = r
                 .heads

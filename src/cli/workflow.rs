@@ -251,7 +251,17 @@ fn render_tree(t: &SessionTree) -> String {
             ]
         })
         .collect();
-    let mut out = table(&["SESSION", "STATUS", "TITLE"], &rows, &[]);
+    let mut out = String::new();
+    if let Some(p) = &t.parent_purged {
+        out.push_str(&format!(
+            "parent {} was purged (purge {}, {}): {}\n",
+            p.session_id,
+            p.purge_id,
+            format_ms(p.purged_at_ms),
+            preview(&p.title, 60)
+        ));
+    }
+    out.push_str(&table(&["SESSION", "STATUS", "TITLE"], &rows, &[]));
     if t.truncated {
         out.push_str(&format!(
             "… truncated at {} sessions\n",

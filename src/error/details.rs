@@ -54,6 +54,7 @@ impl Details<'_> {
 enum Shape<'a> {
     FieldReason(FieldReason<'a>),
     Session(SessionRef<'a>),
+    Purged(PurgedRef<'a>),
     Run(RunRef<'a>),
     Conflict(Conflict<'a>),
     LeaseHeld(LeaseHeld<'a>),
@@ -89,6 +90,14 @@ struct FieldReason<'a> {
 /// SESSION_NOT_FOUND, LEASE_NOT_FOUND.
 #[derive(Debug, Clone, Serialize)]
 struct SessionRef<'a> {
+    session_id: &'a str,
+}
+
+/// SESSION_NOT_FOUND for a purged session.
+#[derive(Debug, Clone, Serialize)]
+struct PurgedRef<'a> {
+    purge_id: i64,
+    purged_at_ms: i64,
     session_id: &'a str,
 }
 
@@ -235,6 +244,15 @@ impl Error {
             Error::SessionNotFound { id } | Error::LeaseNotFound { id } => {
                 Shape::Session(SessionRef { session_id: id })
             }
+            Error::SessionPurged {
+                id,
+                purge_id,
+                purged_at_ms,
+            } => Shape::Purged(PurgedRef {
+                purge_id: *purge_id,
+                purged_at_ms: *purged_at_ms,
+                session_id: id,
+            }),
             Error::RunNotFound { id } => Shape::Run(RunRef { run_id: id }),
             Error::Conflict {
                 id,

@@ -13,6 +13,14 @@ pub(super) fn samples() -> Vec<(&'static str, Error)> {
             Error::invalid("title", "must be 1-200 characters"),
         ),
         ("SessionNotFound", Error::SessionNotFound { id: ses.into() }),
+        (
+            "SessionPurged",
+            Error::SessionPurged {
+                id: ses.into(),
+                purge_id: 3,
+                purged_at_ms: 1_796_000_000_000,
+            },
+        ),
         ("RunNotFound", Error::RunNotFound { id: run.into() }),
         (
             "Conflict",
@@ -224,6 +232,10 @@ const DETAILS: &[(&str, &str)] = &[
         "SessionNotFound",
         r#"{"session_id":"ses_0123456789abcdef"}"#,
     ),
+    (
+        "SessionPurged",
+        r#"{"purge_id":3,"purged_at_ms":1796000000000,"session_id":"ses_0123456789abcdef"}"#,
+    ),
     ("RunNotFound", r#"{"run_id":"run_0123456789abcdef"}"#),
     (
         "Conflict",
@@ -421,6 +433,7 @@ fn variant(e: &Error) -> &'static str {
     match e {
         Error::InvalidArgument { .. } => "InvalidArgument",
         Error::SessionNotFound { .. } => "SessionNotFound",
+        Error::SessionPurged { .. } => "SessionPurged",
         Error::RunNotFound { .. } => "RunNotFound",
         Error::Conflict { .. } => "Conflict",
         Error::LeaseHeld { .. } => "LeaseHeld",
@@ -452,6 +465,7 @@ fn variant(e: &Error) -> &'static str {
 const VARIANTS: &[&str] = &[
     "InvalidArgument",
     "SessionNotFound",
+    "SessionPurged",
     "RunNotFound",
     "Conflict",
     "LeaseHeld",

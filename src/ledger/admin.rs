@@ -297,6 +297,7 @@ impl Ledger {
             ErrorCode::StoreIo,
         ));
         checks.push(self.wal_match(&checks));
+        checks.push(free_pages(store.free_space()?));
         let problems = checks.iter().filter(|c| !c.ok).count();
         let warnings = checks.iter().map(|c| c.warnings.len()).sum();
         Self::doctor_outcome(DoctorReport {
@@ -532,4 +533,21 @@ impl Ledger {
             events,
         })
     }
+}
+
+/// The `free_pages` check (always passes; SPEC §8): the free pages in the
+/// file and whether `purge` can give them back (`auto_vacuum`).
+fn free_pages((mode, free, page_size): (i64, i64, i64)) -> DoctorCheck {
+    let detail = match mode {
+        2 => format!(
+            "{free} free page(s) ({} bytes); auto_vacuum incremental: purge returns freed pages to the file system",
+            free * page_size
+        ),
+        1 => format!("{free} free page(s); auto_vacuum full"),
+        _ => format!(
+            "{free} free page(s) ({} bytes); auto_vacuum none (a file made before schema version 7): free pages are reused, and one VACUUM with every writer stopped gives them back (`sqlite3 FILE 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'`)",
+            free * page_size
+        ),
+    };
+    check("free_pages", true, detail, ErrorCode::StoreIo)
 }

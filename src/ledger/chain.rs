@@ -21,6 +21,16 @@ pub struct VerifyReport {
     /// (the hash of its newest event). Record a head elsewhere to anchor the
     /// chain: it is what makes a wholesale rewrite evident too.
     pub heads: Vec<ChainHead>,
+    /// Sessions a purge removed (SPEC §8): with no ids, every tombstone
+    /// whose session is gone; with ids, those of the ids. Purged, not
+    /// missing: their tombstones keep their event count and head hash.
+    pub purged: u64,
+    /// For each purged session asked for by id: the event count and head
+    /// hash its tombstone keeps.
+    pub purged_heads: Vec<ChainHead>,
+    /// With an export file: the purged sessions whose exported chain was
+    /// recomputed and matched their tombstones.
+    pub export_checked: Option<u64>,
 }
 
 /// A session's chain head.
@@ -148,6 +158,9 @@ impl Ledger {
                 sessions: 0,
                 events: 0,
                 heads: Vec::new(),
+                purged: 0,
+                purged_heads: Vec::new(),
+                export_checked: None,
             };
             let mut first: Option<(String, Break)> = None;
             let mut broken_sessions = 0u64;
@@ -180,6 +193,7 @@ impl Ledger {
                         one(tx, id, rev, false)?;
                     }
                 }
+                report.purged = super::verify_export::count_purged(tx)?;
                 if let Some((id, seq)) = tx.first_orphan_event()? {
                     broken_sessions += 1;
                     if first.is_none() {
@@ -197,7 +211,16 @@ impl Ledger {
             } else {
                 for id in ids {
                     let Some((_, rev)) = tx.select_status_rev(id)? else {
-                        return Err(Error::SessionNotFound { id: id.clone() });
+                        let Some(t) = tx.find_tombstone(id)? else {
+                            return Err(Error::SessionNotFound { id: id.clone() });
+                        };
+                        report.purged += 1;
+                        report.purged_heads.push(ChainHead {
+                            session_id: id.clone(),
+                            events: u64::try_from(t.session.events).unwrap_or(0),
+                            head_hash: hex::encode(t.session.last_hash.unwrap_or_default()),
+                        });
+                        continue;
                     };
                     one(tx, id.clone(), rev, true)?;
                 }

@@ -26,6 +26,7 @@ mod snapshots;
 mod stages;
 mod transfer;
 mod tree;
+mod verify_export;
 mod write;
 mod written;
 
@@ -47,7 +48,7 @@ pub use leases::{
     LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS,
 };
 pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
-pub use tree::{ChildCounts, SessionTree, TreeNode, TREE_MAX_NODES};
+pub use tree::{ChildCounts, PurgedParent, SessionTree, TreeNode, TREE_MAX_NODES};
 pub use written::{Replayed, Written};
 
 pub use request::Mutation;
@@ -392,11 +393,27 @@ impl Ledger {
 
     /// Runs `f` in one write transaction ([`Store::write`]).
     fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        self.store.write(f)
+        self.store.write(f).map_err(|e| self.purged_or(e))
     }
 
     /// Runs `f` in one read transaction (one consistent snapshot).
     fn read<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        self.store.read(f)
+        self.store.read(f).map_err(|e| self.purged_or(e))
+    }
+
+    /// SESSION_NOT_FOUND for a session a purge removed says so
+    /// ([`Error::SessionPurged`], SPEC §8); any other error is as it is.
+    fn purged_or(&self, e: Error) -> Error {
+        let Error::SessionNotFound { id } = &e else {
+            return e;
+        };
+        match self.store.read(|tx| tx.find_tombstone(id)) {
+            Ok(Some(t)) => Error::SessionPurged {
+                id: id.clone(),
+                purge_id: t.purge_id,
+                purged_at_ms: t.purged_at_ms,
+            },
+            _ => e,
+        }
     }
 }

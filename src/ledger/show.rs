@@ -118,15 +118,17 @@ impl Ledger {
             let events = tx.select_events(id, -1, i64::MAX)?;
             let mut resolved = Vec::new();
             if let Some(p) = &session.parent_session_id {
-                let present = tx.session_exists(p)?;
+                let state = if tx.session_exists(p)? {
+                    ResolvedState::Present
+                } else if tx.find_tombstone(p)?.is_some() {
+                    ResolvedState::Purged
+                } else {
+                    ResolvedState::Missing
+                };
                 resolved.push(Resolved {
                     kind: "session",
                     id: p.clone(),
-                    state: if present {
-                        ResolvedState::Present
-                    } else {
-                        ResolvedState::Missing
-                    },
+                    state,
                 });
             }
             for (kind, ids) in [

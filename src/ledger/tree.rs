@@ -64,6 +64,22 @@ pub struct SessionTree {
     /// Whether the tree had more than [`TREE_MAX_NODES`] sessions and only
     /// the first were returned.
     pub truncated: bool,
+    /// The root's parent, when it has one and a purge removed it: its id
+    /// and purge (SPEC §8); null otherwise.
+    pub parent_purged: Option<PurgedParent>,
+}
+
+/// A purged parent named by a remaining session.
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgedParent {
+    /// The parent's id.
+    pub session_id: String,
+    /// Its title when it was purged.
+    pub title: String,
+    /// The purge that removed it.
+    pub purge_id: i64,
+    /// When, ms since the epoch.
+    pub purged_at_ms: i64,
 }
 
 /// What `show` adds for workflows.
@@ -159,10 +175,22 @@ impl Ledger {
                     });
                 }
             }
+            let parent_purged = match &root.parent_session_id {
+                Some(p) if !tx.session_exists(p)? => {
+                    tx.find_tombstone(p)?.map(|t| PurgedParent {
+                        session_id: p.clone(),
+                        title: t.session.title,
+                        purge_id: t.purge_id,
+                        purged_at_ms: t.purged_at_ms,
+                    })
+                }
+                _ => None,
+            };
             Ok(SessionTree {
                 session_id: id.to_owned(),
                 nodes,
                 truncated,
+                parent_purged,
             })
         })
         .map_err(|e| self.fill_path(e))

@@ -11,15 +11,25 @@ pub fn integrity_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     rows.collect()
 }
 
-/// Rows that break a foreign key: `(table, rowid)`, at most 10.
+/// A violation that is not a session naming its purged parent: a purge
+/// removes a parent whose ended children remain, and they keep its id,
+/// which its tombstone holds (SPEC §8).
+const NOT_PURGED_PARENT: &str = "NOT (fk.\"table\" = 'sessions' AND fk.parent = 'sessions' \
+     AND EXISTS (SELECT 1 FROM sessions c JOIN tombstones t ON t.session_id = c.parent_session_id \
+                 WHERE c.insert_seq = fk.rowid))";
+
+/// Rows that break a foreign key (a session naming its purged parent
+/// does not): the count and at most 10, as `table rowid N → parent`.
 pub fn foreign_key_violations(conn: &Connection) -> rusqlite::Result<(i64, Vec<String>)> {
-    let n: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
-        r.get(0)
-    })?;
-    let mut st = conn.prepare(
-        "SELECT \"table\" || ' rowid ' || coalesce(rowid, '?') || ' → ' || parent \
-         FROM pragma_foreign_key_check LIMIT 10",
+    let n: i64 = conn.query_row(
+        &format!("SELECT count(*) FROM pragma_foreign_key_check fk WHERE {NOT_PURGED_PARENT}"),
+        [],
+        |r| r.get(0),
     )?;
+    let mut st = conn.prepare(&format!(
+        "SELECT \"table\" || ' rowid ' || coalesce(rowid, '?') || ' → ' || parent \
+         FROM pragma_foreign_key_check fk WHERE {NOT_PURGED_PARENT} LIMIT 10"
+    ))?;
     let rows = st.query_map([], |r| r.get::<_, String>(0))?;
     Ok((n, rows.collect::<rusqlite::Result<Vec<_>>>()?))
 }

@@ -52,6 +52,7 @@ mod mcp_sessions;
 mod mcp_wire;
 mod migration_files;
 mod pg;
+mod purge;
 mod readonly;
 mod readonly_media;
 mod replaced;

@@ -96,6 +96,8 @@ mod mcp_server;
 mod mcp_sessions;
 #[path = "../it/mcp_wire.rs"]
 mod mcp_wire;
+#[path = "../it/purge.rs"]
+mod purge;
 #[path = "../it/readonly.rs"]
 mod readonly;
 #[path = "../it/replays.rs"]
