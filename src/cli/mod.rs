@@ -126,7 +126,11 @@ enum Command {
     )]
     Events(timeline::EventsArgs),
     /// Check the database: schema, integrity, foreign keys, hash chains,
-    /// journal mode, file modes, WAL size, WAL match
+    /// journal mode, file modes, WAL size, WAL match, free pages
+    ///
+    /// `free_pages` (always passes) shows the file's free pages and whether
+    /// `purge` returns them to the file system (auto_vacuum incremental, every
+    /// file made from schema version 7) or a one-time VACUUM is needed.
     ///
     /// On a PostgreSQL server the checks are schema, triggers (each one the
     /// migrations create is there and enabled: ALTER TABLE … DISABLE TRIGGER

@@ -94,7 +94,10 @@ fn plan_text(p: &PurgePlan) -> String {
             &[4],
         ));
         if p.sessions > p.first.len() as u64 {
-            s.push_str(&format!("… and {} more\n", p.sessions - p.first.len() as u64));
+            s.push_str(&format!(
+                "… and {} more\n",
+                p.sessions - p.first.len() as u64
+            ));
         }
     }
     s

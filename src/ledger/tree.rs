@@ -176,14 +176,12 @@ impl Ledger {
                 }
             }
             let parent_purged = match &root.parent_session_id {
-                Some(p) if !tx.session_exists(p)? => {
-                    tx.find_tombstone(p)?.map(|t| PurgedParent {
-                        session_id: p.clone(),
-                        title: t.session.title,
-                        purge_id: t.purge_id,
-                        purged_at_ms: t.purged_at_ms,
-                    })
-                }
+                Some(p) if !tx.session_exists(p)? => tx.find_tombstone(p)?.map(|t| PurgedParent {
+                    session_id: p.clone(),
+                    title: t.session.title,
+                    purge_id: t.purge_id,
+                    purged_at_ms: t.purged_at_ms,
+                }),
                 _ => None,
             };
             Ok(SessionTree {

@@ -65,7 +65,8 @@ impl Ledger {
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |reason: String| Error::invalid("export", format!("line {}: {reason}", i + 1));
+            let bad =
+                |reason: String| Error::invalid("export", format!("line {}: {reason}", i + 1));
             let o = Obj::parse(&line, "").map_err(|b| bad(format!("{} {}", b.field, b.reason)))?;
             let rows = jsonl::parse(&o).map_err(|b| bad(format!("`{}` {}", b.field, b.reason)))?;
             let Some(t) = self.read(|tx| tx.find_tombstone(&rows.session_id))? else {
@@ -94,8 +95,16 @@ impl Ledger {
                     session_id: rows.session_id.clone(),
                     seq: n - 1,
                     problem: "tombstone".into(),
-                    expected: format!("{} events ending in {}", t.session.events, hex::encode(&want)),
-                    found: format!("{n} events ending in {} in {}", hex::encode(prev), path.display()),
+                    expected: format!(
+                        "{} events ending in {}",
+                        t.session.events,
+                        hex::encode(&want)
+                    ),
+                    found: format!(
+                        "{n} events ending in {} in {}",
+                        hex::encode(prev),
+                        path.display()
+                    ),
                     broken_sessions: 1,
                 });
             }

@@ -270,10 +270,13 @@ pub fn keep_last_cutoffs(
 ) -> rusqlite::Result<Vec<(Option<String>, i64, i64)>> {
     let [c, fl, ca] = f.statuses;
     let mut stmt = conn.prepare_cached(KEEP_LAST_CUTOFFS)?;
-    let rows = stmt.query_map(
-        params![0i64, c, fl, ca, f.ended_before_ms, f.app, n],
-        |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(i64::MIN), r.get(2)?)),
-    )?;
+    let rows = stmt.query_map(params![0i64, c, fl, ca, f.ended_before_ms, f.app, n], |r| {
+        Ok((
+            r.get(0)?,
+            r.get::<_, Option<i64>>(1)?.unwrap_or(i64::MIN),
+            r.get(2)?,
+        ))
+    })?;
     rows.collect()
 }
 

@@ -8,11 +8,11 @@
 //! a statement whose bound values it planned on, and builds a temp B-tree
 //! for an `IN` list of three or more), every value a parameter.
 
+use super::retention::{self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use super::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
 };
-use super::retention::{self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use super::{
     budgets as sb, chain as sc, events as ev, feed, list, runs as sr, sessions as ss,
     transfer as st, workflow as ws,

@@ -37,7 +37,8 @@ fn doctor_passes_a_healthy_database() {
             "journal_mode",
             "file_modes",
             "wal_size",
-            "wal_match"
+            "wal_match",
+            "free_pages"
         ]
         .iter()
         .map(|n| (n.to_string(), true))

@@ -60,7 +60,8 @@ fn ended(env: &TestEnv, app: &str, parent: Option<&str>) -> String {
     }
     let id = env.create_with(&a);
     env.checkpoint(&id, "s1");
-    env.json(&["session", "complete", &id, "--result", "ok"]).data();
+    env.json(&["session", "complete", &id, "--result", "ok"])
+        .data();
     id
 }
 
@@ -82,9 +83,7 @@ fn a_dry_run_lists_what_would_go_and_changes_nothing() {
     let b = ended(&env, "a", None);
     let live = env.create("still working");
     let before = env.db_bytes();
-    let plan = env
-        .json(&["purge", "--app", "a", "--dry-run"])
-        .data();
+    let plan = env.json(&["purge", "--app", "a", "--dry-run"]).data();
     assert_eq!(plan["sessions"], 2);
     assert_eq!(plan["events"], 6);
     assert!(plan["bytes"].as_u64().unwrap() > 0);
@@ -106,17 +105,39 @@ fn a_real_purge_needs_yes_off_a_terminal_and_a_filter_and_ended_statuses() {
     let env = TestEnv::new();
     let id = ended(&env, "a", None);
     let r = env.json(&["purge", "--app", "a"]);
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "yes");
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "yes"
+    );
     let r = env.json(&["purge", "--yes"]);
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "filter");
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "filter"
+    );
     let r = env.json(&["purge", "--status", "active", "--yes"]);
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "status");
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "status"
+    );
     let r = env.json(&["purge", "--ended-before", "yesterday", "--yes"]);
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "ended_before");
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "ended_before"
+    );
     let existing = env.dir.path().join("exists.jsonl");
     std::fs::write(&existing, b"keep me\n").unwrap();
-    let r = env.json(&["purge", "--app", "a", "--export", existing.to_str().unwrap(), "--yes"]);
-    assert_eq!(assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"], "export");
+    let r = env.json(&[
+        "purge",
+        "--app",
+        "a",
+        "--export",
+        existing.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(
+        assert_error(&r, "INVALID_ARGUMENT", 2)["details"]["field"],
+        "export"
+    );
     assert_eq!(std::fs::read(&existing).unwrap(), b"keep me\n");
     assert_eq!(count(&env, "purges"), 0);
     assert_eq!(count(&env, "tombstones"), 0);
@@ -152,7 +173,9 @@ fn purge_records_tombstones_and_verify_reports_them_as_purged() {
             1
         );
         assert_eq!(
-            env.scalar(&format!("SELECT count(*) FROM events WHERE session_id = '{id}'")),
+            env.scalar(&format!(
+                "SELECT count(*) FROM events WHERE session_id = '{id}'"
+            )),
             0
         );
     }
@@ -163,11 +186,17 @@ fn purge_records_tombstones_and_verify_reports_them_as_purged() {
         1
     );
     let v = env.json(&["verify"]).data();
-    assert_eq!((v["sessions"].as_i64(), v["purged"].as_i64()), (Some(2), Some(2)));
+    assert_eq!(
+        (v["sessions"].as_i64(), v["purged"].as_i64()),
+        (Some(2), Some(2))
+    );
     let v = env.json(&["verify", &a]).data();
     assert_eq!(v["purged"], 1);
     assert_eq!(v["purged_heads"][0]["events"], 3);
-    assert_eq!(v["purged_heads"][0]["head_hash"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        v["purged_heads"][0]["head_hash"].as_str().unwrap().len(),
+        64
+    );
     env.json(&["doctor"]).data();
 }
 
@@ -186,12 +215,19 @@ fn live_sessions_and_parents_of_live_sessions_are_never_purged() {
     for id in [&grand, &parent, &child] {
         env.json(&["session", "show", id]).data();
     }
-    assert_error(&env.json(&["session", "show", &lone]), "SESSION_NOT_FOUND", 3);
+    assert_error(
+        &env.json(&["session", "show", &lone]),
+        "SESSION_NOT_FOUND",
+        3,
+    );
     // The triggers refuse a tombstone for a parent of a live session too.
     let err = env
         .try_batch(&raw_tombstone_sql(&parent, 77))
         .expect_err("a tombstone for a parent of a live session was written");
-    assert!(err.contains("a tombstone must name an ended session"), "{err}");
+    assert!(
+        err.contains("a tombstone must name an ended session"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -226,12 +262,21 @@ fn a_purged_parent_is_named_as_purged_by_its_remaining_children() {
         .find(|r| r["kind"] == "session")
         .unwrap()
         .clone();
-    assert_eq!((r["id"].as_str(), r["state"].as_str()), (Some(parent.as_str()), Some("purged")));
+    assert_eq!(
+        (r["id"].as_str(), r["state"].as_str()),
+        (Some(parent.as_str()), Some("purged"))
+    );
     let tree = env.json(&["session", "tree", &child]).data();
     assert_eq!(tree["parent_purged"]["session_id"], parent.as_str());
     assert_eq!(tree["parent_purged"]["purge_id"], pid);
     let human = env.run(&["session", "tree", &child]);
-    assert!(human.stdout.contains(&format!("parent {parent} was purged")), "{}", human.stdout);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("parent {parent} was purged")),
+        "{}",
+        human.stdout
+    );
     env.json(&["verify"]).data();
     env.json(&["doctor"]).data();
     // The child goes later, by itself.
@@ -248,11 +293,27 @@ fn export_then_purge_then_import_restores_the_sessions_byte_identically() {
     let run_id = run["run_id"].as_str().unwrap().to_owned();
     env.json(&["run", "start", &run_id]).data();
     env.json(&["run", "complete", &run_id]).data();
-    env.json(&["session", "checkpoint", &run_owner, "--step", "snap", "--state", r#"{"k":1}"#])
+    env.json(&[
+        "session",
+        "checkpoint",
+        &run_owner,
+        "--step",
+        "snap",
+        "--state",
+        r#"{"k":1}"#,
+    ])
+    .data();
+    env.json(&["session", "complete", &run_owner, "--result", "ok"])
         .data();
-    env.json(&["session", "complete", &run_owner, "--result", "ok"]).data();
     let before = env.dir.path().join("before.jsonl");
-    env.json(&["export", "--format", "jsonl", "--out", before.to_str().unwrap()]).data();
+    env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--out",
+        before.to_str().unwrap(),
+    ])
+    .data();
     let saved = env.dir.path().join("purged.jsonl");
     let rep = purge(&env, &["--app", "a", "--export", saved.to_str().unwrap()]);
     assert_eq!(rep["sessions"], 4);
@@ -260,7 +321,10 @@ fn export_then_purge_then_import_restores_the_sessions_byte_identically() {
     assert_eq!(count(&env, "sessions"), 0);
     assert_eq!(count(&env, "runs"), 0);
     assert_eq!(count(&env, "session_snapshots"), 0);
-    assert_eq!(std::fs::read(&saved).unwrap(), std::fs::read(&before).unwrap());
+    assert_eq!(
+        std::fs::read(&saved).unwrap(),
+        std::fs::read(&before).unwrap()
+    );
     let v = env
         .json(&["verify", "--export", saved.to_str().unwrap()])
         .data();
@@ -270,13 +334,29 @@ fn export_then_purge_then_import_restores_the_sessions_byte_identically() {
     let bad = env.dir.path().join("bad.jsonl");
     std::fs::write(&bad, text.replacen("\"s1\"", "\"s2\"", 1)).unwrap();
     let r = env.json(&["verify", "--export", bad.to_str().unwrap()]);
-    assert_eq!(assert_error(&r, "LEDGER_TAMPERED", 6)["details"]["problem"], "tombstone");
+    assert_eq!(
+        assert_error(&r, "LEDGER_TAMPERED", 6)["details"]["problem"],
+        "tombstone"
+    );
     env.json(&["import", saved.to_str().unwrap()]).data();
     let after = env.dir.path().join("after.jsonl");
-    env.json(&["export", "--format", "jsonl", "--out", after.to_str().unwrap()]).data();
-    assert_eq!(std::fs::read(&after).unwrap(), std::fs::read(&before).unwrap());
+    env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--out",
+        after.to_str().unwrap(),
+    ])
+    .data();
+    assert_eq!(
+        std::fs::read(&after).unwrap(),
+        std::fs::read(&before).unwrap()
+    );
     let v = env.json(&["verify"]).data();
-    assert_eq!((v["sessions"].as_i64(), v["purged"].as_i64()), (Some(4), Some(0)));
+    assert_eq!(
+        (v["sessions"].as_i64(), v["purged"].as_i64()),
+        (Some(4), Some(0))
+    );
     for id in &ids {
         env.json(&["session", "show", id]).data();
     }
@@ -311,16 +391,25 @@ fn raw_sql_deletes_need_a_tombstone_and_a_tombstone_is_recorded() {
         format!("DELETE FROM session_data WHERE session_id = '{id}'"),
         format!("DELETE FROM sessions WHERE session_id = '{id}'"),
     ] {
-        let err = env.try_batch(&sql).expect_err("a delete without a tombstone ran");
+        let err = env
+            .try_batch(&sql)
+            .expect_err("a delete without a tombstone ran");
         assert!(err.contains("logbook: "), "{sql}: {err}");
     }
-    assert_eq!(env.scalar(&format!("SELECT count(*) FROM events WHERE session_id = '{id}'")), 3);
+    assert_eq!(
+        env.scalar(&format!(
+            "SELECT count(*) FROM events WHERE session_id = '{id}'"
+        )),
+        3
+    );
     // A lying tombstone (wrong event count) is refused.
     let lie = raw_tombstone_sql(&id, 41).replace(
         "(SELECT count(*) FROM events e WHERE e.session_id = s.session_id)",
         "7",
     );
-    let err = env.try_batch(&lie).expect_err("a lying tombstone was written");
+    let err = env
+        .try_batch(&lie)
+        .expect_err("a lying tombstone was written");
     assert!(err.contains("a tombstone must name"), "{err}");
     // One that tells the truth, then the deletes, in one transaction.
     env.batch(&format!(
@@ -375,7 +464,11 @@ fn the_feed_goes_on_across_a_purge_with_no_error_no_repeat_and_no_reused_id() {
         .iter()
         .map(|r| r[0].as_i64().unwrap())
         .collect();
-    assert!(ids[0] > max_before, "event id {} reused (max before the purge {max_before})", ids[0]);
+    assert!(
+        ids[0] > max_before,
+        "event id {} reused (max before the purge {max_before})",
+        ids[0]
+    );
     let rest = env
         .json(&["events", "--after", &cursor, "--limit", "1000"])
         .data();
@@ -423,7 +516,9 @@ fn a_purge_killed_midway_and_rerun_ends_as_an_uninterrupted_one() {
     assert_eq!(count(&env, "tombstones"), n);
     // Whole sessions only: every tombstoned session is gone entirely.
     assert_eq!(
-        env.scalar("SELECT count(*) FROM events e JOIN tombstones t ON t.session_id = e.session_id"),
+        env.scalar(
+            "SELECT count(*) FROM events e JOIN tombstones t ON t.session_id = e.session_id"
+        ),
         0
     );
     env.json(&["verify"]).data();
@@ -446,7 +541,12 @@ fn a_purge_killed_midway_and_rerun_ends_as_an_uninterrupted_one() {
         );
         e.json(&["verify"]).data();
     }
-    let ids = |e: &TestEnv| e.rows("SELECT session_id, events FROM tombstones ORDER BY session_id", &[]);
+    let ids = |e: &TestEnv| {
+        e.rows(
+            "SELECT session_id, events FROM tombstones ORDER BY session_id",
+            &[],
+        )
+    };
     assert_eq!(ids(&env), ids(&twin));
 }
 
@@ -502,4 +602,87 @@ sqlite_only! {
             .clone();
         assert!(check["detail"].as_str().unwrap().contains("auto_vacuum none"), "{check}");
     }
+}
+
+#[test]
+fn writers_beside_a_purge_of_many_sessions_see_no_error() {
+    // 100,000 sessions on SQLite; a tenth on the server, whose purge costs
+    // round trips per session (the bench measures both).
+    let n = if on_pg() { 10_000 } else { 100_000 };
+    let env = TestEnv::new();
+    let chunk = 25_000.min(n);
+    for c in 0..n / chunk {
+        seed(
+            &env,
+            &seed_lines(
+                chunk,
+                3,
+                "old",
+                1_700_000_000_000,
+                "completed",
+                100 + c as u32,
+            ),
+        );
+    }
+    let live: Vec<String> = (0..3).map(|i| env.create(&format!("writer {i}"))).collect();
+    let mut purge = env
+        .cli(&["purge", "--app", "old", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = live
+        .iter()
+        .map(|id| {
+            let (id, done, db) = (id.clone(), done.clone(), env.db.clone());
+            let cmd = move |step: &str| {
+                let mut c = std::process::Command::new(bin());
+                c.env_clear()
+                    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                    .args(["--db"])
+                    .arg(&db)
+                    .args(["session", "checkpoint", &id, "--step", step, "--json"]);
+                c
+            };
+            std::thread::spawn(move || {
+                let (mut ops, mut failures, mut worst) = (0u64, Vec::new(), 0f64);
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let t = std::time::Instant::now();
+                    let out = cmd(&format!("step {ops}")).output().unwrap();
+                    worst = worst.max(t.elapsed().as_secs_f64() * 1000.0);
+                    ops += 1;
+                    if !out.status.success() {
+                        failures.push(String::from_utf8_lossy(&out.stdout).into_owned());
+                    }
+                }
+                (ops, failures, worst)
+            })
+        })
+        .collect();
+    let mut out = String::new();
+    std::io::Read::read_to_string(purge.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let status = purge.wait().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(status.success(), "{out}");
+    assert_eq!(v["data"]["sessions"], n);
+    let (mut ops, mut worst) = (0, 0f64);
+    for w in writers {
+        let (o, failures, wst) = w.join().unwrap();
+        assert!(
+            failures.is_empty(),
+            "writer errors beside the purge: {failures:?}"
+        );
+        ops += o;
+        worst = worst.max(wst);
+    }
+    assert!(ops >= 3, "the writers did not run beside the purge");
+    eprintln!(
+        "purge of {n} sessions: {} batches, longest {:.1} ms; 3 writer processes: {ops} checkpoints (each a whole `logbook` process), 0 errors, worst {worst:.1} ms",
+        v["data"]["batches"], v["data"]["longest_batch_ms"].as_f64().unwrap()
+    );
+    for id in &live {
+        assert_rev_matches_events(&env, id);
+    }
+    env.json(&["verify"]).data();
 }

@@ -279,7 +279,7 @@ except sqlite3.DatabaseError as e:
         lines[1..],
         [
             "2",
-            "refused: logbook: events are append-only; DELETE is not allowed"
+            "refused: logbook: events are append-only; DELETE is allowed only for a purged session (a tombstone written in the same transaction)"
         ]
     );
     let out = std::process::Command::new("sqlite3")

@@ -3,14 +3,14 @@
 
 use super::super::sql::Param;
 use super::super::sql::{
-    chain as pc, events as pe, feed as pf, list as pl, retention as prt, runs as pr, sessions as ps,
-    transfer as pt, workflow as pw,
+    chain as pc, events as pe, feed as pf, list as pl, retention as prt, runs as pr,
+    sessions as ps, transfer as pt, workflow as pw,
 };
-use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use super::PgTx;
 use crate::error::LatestEvent;
 use crate::error::Result;
 use crate::model::{Event, Run, Session, Usage};
+use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
