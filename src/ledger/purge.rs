@@ -200,13 +200,15 @@ impl PurgeFilter {
                 SessionStatus::Completed => f[0] = true,
                 SessionStatus::Failed => f[1] = true,
                 SessionStatus::Cancelled => f[2] = true,
-                other => return Err(Error::invalid(
-                    "status",
-                    format!(
+                other => {
+                    return Err(Error::invalid(
+                        "status",
+                        format!(
                         "purge removes ended sessions only (completed, failed, cancelled), not {}",
                         other.as_str()
                     ),
-                )),
+                    ))
+                }
             }
         }
         Ok(f)

@@ -55,7 +55,42 @@ pub fn check_sqlite_name(path: &Path, field: &str) -> Result<()> {
             "a name beginning with `file:` is read by SQLite as a URI, not as a file path; logbook takes a file path: drop the `file:`, or write ./file:… for a file whose name begins so",
         ));
     }
+    if bytes.first().is_some_and(u8::is_ascii_whitespace)
+        || bytes.last().is_some_and(u8::is_ascii_whitespace)
+    {
+        return Err(Error::invalid(
+            field,
+            "begins or ends with white space (a URL pasted with a space, or an empty value?); logbook takes a file path or a postgres:// URL as it is: write ./\" name\" for a file whose name begins with a space",
+        ));
+    }
+    if looks_like_url(bytes) {
+        return Err(Error::invalid(
+            field,
+            "looks like a URL but is not a postgres:// or postgresql:// one, so it would be taken as a local SQLite file; a server URL starts with postgres:// (or postgresql://); write ./NAME for a file whose name looks so",
+        ));
+    }
     Ok(())
+}
+
+/// Whether a location that is not a server URL looks like one (SPEC §7):
+/// a scheme and `:/` (`pg://…`, `mysql://…`, `postgres:/…`), or
+/// `postgres` / `postgresql` followed by `:` or `//` (`postgres:`,
+/// `postgres//host/db`). Taken as a SQLite path, it would give exit 0 to
+/// every write of an agent that meant to share a server's ledger.
+fn looks_like_url(b: &[u8]) -> bool {
+    let lower: Vec<u8> = b.iter().map(u8::to_ascii_lowercase).collect();
+    for p in [&b"postgresql"[..], &b"postgres"[..]] {
+        if let Some(rest) = lower.strip_prefix(p) {
+            if rest.starts_with(b":") || rest.starts_with(b"//") {
+                return true;
+            }
+        }
+    }
+    let scheme = b
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'.' | b'-'))
+        .count();
+    scheme > 0 && b[0].is_ascii_alphabetic() && b[scheme..].starts_with(b":/")
 }
 
 /// A file's identity: (device, inode).

@@ -273,7 +273,22 @@ fn sqlite_uri_and_memory_names_are_refused_on_every_open_path() {
         &["--read-only", "doctor"],
     ];
     let absolute = format!("file:{}", real.display());
-    for name in ["file:uri.db", ":memory:", "file:uri.db?mode=rwc", &absolute] {
+    // Mistyped server URLs (and a pasted space) would be taken as local
+    // files, and every write of an agent meant for the server would "work".
+    for name in [
+        "file:uri.db",
+        ":memory:",
+        "file:uri.db?mode=rwc",
+        &absolute,
+        " postgres://postgres@127.0.0.1:1/x",
+        "pg://postgres@127.0.0.1:1/x",
+        "postgres//postgres@127.0.0.1:1/x",
+        "postgres:",
+        "PostgreSQL:/h/x",
+        "mysql://x/y",
+        " ",
+        "uri.db ",
+    ] {
         for verb in verbs {
             for via_env in [false, true] {
                 let mut args = vec!["--busy-timeout-ms", "200"];

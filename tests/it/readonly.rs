@@ -90,9 +90,26 @@ fn sql_refuses_every_write_and_changes_nothing() {
         "",
         "SELEC 1",
         "SELECT * FROM no_such_table",
+        // A READ ONLY transaction on a server lets these through.
+        "COPY (SELECT 1) TO PROGRAM 'true'",
+        "/* a comment */ COPY events TO STDOUT",
+        "LOCK TABLE events",
+        "COMMIT",
+        "LISTEN x",
+        "PREPARE p AS SELECT 1",
+        "DO $$ BEGIN END $$",
+        "CALL nothing()",
     ] {
         let e = assert_error(&env.json(&["sql", q]), "INVALID_ARGUMENT", 2);
         assert_eq!(e["details"]["field"], "sql", "{q}");
+    }
+    for q in [
+        "/* a comment */ SELECT 1",
+        "-- a comment\nSELECT 1",
+        "WITH x AS (SELECT 1) SELECT * FROM x",
+    ] {
+        let r = env.json(&["sql", q]);
+        assert_eq!(r.code, 0, "{q}: {}", r.stdout);
     }
     if !on_pg() {
         assert!(!env.path().parent().unwrap().join("other.db").exists());

@@ -118,6 +118,33 @@ fn pg_backup_is_refused_and_points_to_pg_dump() {
 }
 
 #[test]
+fn pg_a_setting_the_server_refuses_in_the_url_is_invalid_argument() {
+    let env = TestEnv::new();
+    let url = env.db.to_str().unwrap().to_owned();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    for bad in [
+        "options=-c%20statement_timeout%3Dabc",
+        "options=-c%20no_such_setting%3D1",
+    ] {
+        let mut c = env.command();
+        c.args([
+            "--db",
+            &format!("{url}{sep}{bad}"),
+            "session",
+            "list",
+            "--json",
+        ]);
+        let r: Run = c.output().unwrap().into();
+        let e = assert_error(&r, "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], "db", "{bad}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("refused a setting"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn pg_a_long_lived_ledger_reconnects_after_its_connection_is_closed() {
     let env = TestEnv::new();
     let proxy = Proxy::start(server_port());

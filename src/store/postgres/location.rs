@@ -220,6 +220,16 @@ impl PgLocation {
         if !is_url(url) {
             return Err(bad("it must start with postgres:// or postgresql://"));
         }
+        // The driver splits user:password from the host at the first `@`,
+        // so a password with an unencoded `@` would leave its tail in the
+        // host, and the host is printed.
+        let after_scheme = url.split_once("://").map_or("", |(_, r)| r);
+        let authority = after_scheme.split(['/', '?']).next().unwrap_or_default();
+        if authority.matches('@').count() > 1 {
+            return Err(bad(
+                "its user and password hold an `@`: percent-encode it as %40 (e.g. postgres://user:p%40ss@host/db)",
+            ));
+        }
         let (base, query) = match url.split_once('?') {
             Some((b, q)) => (b, Some(q)),
             None => (url, None),
@@ -520,13 +530,14 @@ mod tests {
                 "unknown option `frobnicate`",
             ),
             ("postgres://h:notaport/d", "port"),
+            ("postgres://pw:S3cr@tPW@h/d", "percent-encode it as %40"),
         ] {
             let e = PgLocation::parse_with(url, &env()).unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{url}");
             let msg = e.to_string();
             assert!(msg.contains(needle), "{url}: {msg}");
             assert!(
-                !msg.contains("hunter2") && !msg.contains("sometimes"),
+                !msg.contains("hunter2") && !msg.contains("sometimes") && !msg.contains("tPW"),
                 "{msg}"
             );
         }

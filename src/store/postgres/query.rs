@@ -1,6 +1,9 @@
-//! `logbook sql` on a server: one statement in a `READ ONLY` transaction
-//! with a `statement_timeout`, so nothing can be written whatever the text
-//! says and nothing runs for long.
+//! `logbook sql` on a server: one statement that reads (by its first
+//! keyword), in a `READ ONLY` transaction with a `statement_timeout`, so no
+//! table can be written whatever the text says and nothing runs for long.
+//! The statement runs with the connecting role's privileges: a superuser's
+//! SELECT can still call the server's administrative functions
+//! (docs/postgres.md, "What a server changes").
 //!
 //! Values come back as on SQLite: NULL → null, integers and floats →
 //! numbers, booleans → true/false, text (and JSON) → strings, bytea →
@@ -132,6 +135,46 @@ fn refused(e: &postgres::Error, location: &str) -> Error {
     }
 }
 
+/// The statements `sql` runs on a server, by their first keyword: those
+/// that only read. A `READ ONLY` transaction refuses writes to tables, but
+/// not `COPY … TO` (a file or a program on the server's host), `LOCK`,
+/// `LISTEN`, `PREPARE`, `CALL`, `DO` or a `COMMIT` of the transaction
+/// itself.
+const READ_KEYWORDS: [&str; 6] = ["select", "with", "values", "table", "explain", "show"];
+
+/// Refuses a statement whose first keyword (after comments, white space
+/// and opening parentheses) is not one of [`READ_KEYWORDS`].
+///
+/// # Errors
+/// INVALID_ARGUMENT (field `sql`).
+fn check_kind(text: &str) -> Result<()> {
+    let mut rest = text;
+    loop {
+        let t = rest.trim_start().trim_start_matches('(');
+        if let Some(after) = t.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+        } else if let Some(after) = t.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r);
+        } else if t.len() != rest.len() {
+            rest = t;
+        } else {
+            break;
+        }
+    }
+    let word: String = rest
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if READ_KEYWORDS.contains(&word.as_str()) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "sql",
+        "must be a statement that reads: SELECT, WITH, VALUES, TABLE, EXPLAIN or SHOW (on a server, COPY, LOCK, CALL, DO, transaction control and the like are refused too)",
+    ))
+}
+
 /// Runs one read-only statement: in a `READ ONLY` transaction (the server
 /// refuses any write in it, SQLSTATE 25006), with `statement_timeout` at
 /// `timeout_ms`. The statement is prepared inside the transaction and
@@ -151,6 +194,7 @@ pub fn run(
     if text.trim().is_empty() {
         return Err(Error::invalid("sql", "is empty"));
     }
+    check_kind(text)?;
     let mut tx = client
         .build_transaction()
         .read_only(true)

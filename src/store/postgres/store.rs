@@ -179,7 +179,22 @@ impl PgStore {
             Some(t) => self.loc.config.connect(t.clone()),
             None => self.loc.config.connect(NoTls),
         };
-        r.map_err(|e| classify(&e, &self.loc.display))
+        r.map_err(|e| {
+            // The server refused a setting the URL's `options` carried (an
+            // unknown parameter, a bad value): the URL's fault.
+            if let Some(db) = e.as_db_error() {
+                if matches!(db.code().code(), "22023" | "42704" | "22P02") {
+                    return Class::Final(Error::invalid(
+                        "db",
+                        format!(
+                            "the server refused a setting of the URL's options: {}",
+                            db.message()
+                        ),
+                    ));
+                }
+            }
+            classify(&e, &self.loc.display)
+        })
     }
 
     /// `postgres://user@host:port/db`: the location without its password.
