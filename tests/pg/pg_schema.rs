@@ -95,7 +95,7 @@ fn sqlite_relations(c: &rusqlite::Connection) -> BTreeMap<String, (String, Vec<S
 /// Tables and views with their columns in order: PostgreSQL's (the
 /// current schema), but the columns only PostgreSQL has.
 fn pg_relations(c: &mut postgres::Client) -> BTreeMap<String, (String, Vec<String>)> {
-    const PG_ONLY: [(&str, &str); 1] = [("events", "tx_id")];
+    const PG_ONLY: [(&str, &str); 2] = [("events", "tx_id"), ("tombstones", "tx_id")];
     let mut out: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for r in c
         .query(
@@ -193,7 +193,11 @@ fn pg_indexes_and_triggers_match_sqlites() {
         names("SELECT name, tbl_name FROM sqlite_schema WHERE type = 'trigger'")
             .into_iter()
             .filter(|(n, _)| !n.ends_with("_no_replace"))
+            // Part of tombstones_truthful there (docs/schema.md).
+            .filter(|(n, _)| n != "tombstones_recorded")
             .collect();
+    // The trigger that stands for the parent's foreign key (V7).
+    want.push(("sessions_parent_exists".into(), "sessions".into()));
     let tables = names("SELECT name, name FROM sqlite_schema WHERE type = 'table'");
     for (t, _) in &tables {
         if t != "session_leases" && t != "refinery_schema_history" {
@@ -211,7 +215,7 @@ fn pg_second_migrate_is_a_no_op_and_each_version_is_recorded_once() {
     };
     let first = history(&mut c);
     let versions: Vec<i32> = first.iter().map(|h| h.0).collect();
-    assert_eq!(versions, (1..=6).collect::<Vec<i32>>());
+    assert_eq!(versions, (1..=7).collect::<Vec<i32>>());
     assert_eq!(i64::from(*versions.last().unwrap()), LATEST_VERSION);
     migrate(&mut c).unwrap();
     assert_eq!(history(&mut c), first);
@@ -233,7 +237,7 @@ fn pg_an_empty_history_table_alone_migrates() {
     )
     .unwrap();
     migrate(&mut c).unwrap();
-    assert_eq!(history(&mut c).len(), 6);
+    assert_eq!(history(&mut c).len(), 7);
 }
 
 #[test]
@@ -242,12 +246,12 @@ fn pg_history_newer_than_the_binary_is_refused_untouched() {
         return;
     };
     c.batch_execute(
-        "INSERT INTO refinery_schema_history VALUES (7, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
+        "INSERT INTO refinery_schema_history VALUES (8, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
     )
     .unwrap();
     let before = history(&mut c);
     let msg = assert_refused(&mut c, ErrorCode::StoreVersionTooNew);
-    assert!(msg.contains("schema version 7"), "{msg}");
+    assert!(msg.contains("schema version 8"), "{msg}");
     assert_eq!(history(&mut c), before);
 }
 
@@ -424,7 +428,7 @@ fn pg_migrate_waits_for_the_migration_lock() {
         none, None,
         "tables were created while the lock was held elsewhere"
     );
-    assert_eq!(history(&mut holder).len(), 6);
+    assert_eq!(history(&mut holder).len(), 7);
 }
 
 /// 16 processes migrate one new database at the same instant: all succeed
@@ -468,7 +472,7 @@ fn pg_sixteen_processes_migrate_one_new_database_once() {
     assert_eq!(outcomes, vec!["ok"; 16]);
     let mut c = db.connect();
     let versions: Vec<i32> = history(&mut c).iter().map(|h| h.0).collect();
-    assert_eq!(versions, (1..=6).collect::<Vec<i32>>());
+    assert_eq!(versions, (1..=7).collect::<Vec<i32>>());
 }
 
 #[test]

@@ -58,10 +58,10 @@ fn pg_doctor_checks_schema_triggers_chain_and_server() {
         (d["sessions"].as_i64(), d["events"].as_i64()),
         (Some(1), Some(2))
     );
-    assert_eq!(d["schema_version"], 6);
+    assert_eq!(d["schema_version"], 7);
     assert_eq!(
         d["checks"][1]["detail"],
-        "35 trigger(s) present and enabled"
+        "43 trigger(s) present and enabled"
     );
     assert!(d["path"].as_str().unwrap().starts_with("postgres://"));
     assert!(
