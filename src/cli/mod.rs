@@ -185,8 +185,9 @@ enum Command {
     /// --dry-run prints what would go and changes nothing. A real purge asks
     /// on a terminal, or needs --yes. --export FILE first writes the chosen
     /// sessions as JSON Lines (`import` restores them), synced to disk.
-    /// Batches are short write transactions (writers beside it wait at most
-    /// one batch); SIGINT or SIGTERM stops between batches (exit 130 / 143),
+    /// Batches are short write transactions (at most 50 sessions or 1,000
+    /// events), with a pause after each so writers beside it get the lock;
+    /// SIGINT or SIGTERM stops between batches (exit 130 / 143),
     /// and the same command again finishes the purge, counting nothing
     /// twice. On SQLite the freed pages go back to the file system when the
     /// file has auto_vacuum=INCREMENTAL (every file created by this

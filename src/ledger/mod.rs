@@ -35,8 +35,9 @@ pub use budgets::{RecordUsage, SetBudget};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
 pub use purge::{
-    PurgeFilter, PurgePlan, PurgeProgressInfo, PurgeReport, PurgeRequest, PurgedSession,
-    SpaceReport, PURGE_BATCH_EVENTS, PURGE_BATCH_SESSIONS, PURGE_SAMPLE, VACUUM_STEP_PAGES,
+    purge_pause, PurgeFilter, PurgePlan, PurgeProgressInfo, PurgeReport, PurgeRequest,
+    PurgedSession, SpaceReport, PURGE_BATCH_EVENTS, PURGE_BATCH_SESSIONS, PURGE_SAMPLE,
+    VACUUM_STEP_PAGES,
 };
 pub use run_end::SESSION_ENDED;
 pub use runs::{CreateRun, RunUsageDelta, RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};

@@ -28,19 +28,31 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Sessions one batch deletes at most: 100.
-pub const PURGE_BATCH_SESSIONS: usize = 100;
+/// Sessions one batch deletes at most: 50.
+pub const PURGE_BATCH_SESSIONS: usize = 50;
 
-/// Events after which a batch commits: 2,000 (with their sessions' other
-/// rows, a few thousand row deletes, each checked by a trigger).
-pub const PURGE_BATCH_EVENTS: i64 = 2_000;
+/// Events after which a batch commits: 1,000 (with their sessions' other
+/// rows, a thousand or two row deletes, each checked by a trigger).
+pub const PURGE_BATCH_EVENTS: i64 = 1_000;
+
+/// After each batch the purge waits half as long as the batch held the
+/// write lock (at least 1 ms) before it asks for the lock again, so the
+/// writers that queued behind the batch get it first: without the pause
+/// the purge takes the lock back before a waiting process is even
+/// scheduled, and a writer can wait out several batches
+/// (BENCHMARKS.md, "Retention"). A purge so keeps at most two thirds of
+/// the write lock's time.
+pub fn purge_pause(batch: std::time::Duration) -> std::time::Duration {
+    (batch / 2).max(std::time::Duration::from_millis(1))
+}
 
 /// Sessions a dry run (and the report) lists by name: the first 10.
 pub const PURGE_SAMPLE: usize = 10;
 
 /// Free pages one space-reclaiming transaction returns to the file
-/// system: 2,000 (8 MB at 4 KiB pages).
-pub const VACUUM_STEP_PAGES: u32 = 2_000;
+/// system: 1,000 (4 MB at 4 KiB pages), with [`purge_pause`] between
+/// two.
+pub const VACUUM_STEP_PAGES: u32 = 1_000;
 
 /// Candidates read per page while planning.
 const PLAN_PAGE: usize = 1_000;
@@ -547,7 +559,8 @@ impl Ledger {
                 }
                 Ok((sessions, events, next, more))
             })?;
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            let held = started.elapsed();
+            let ms = held.as_secs_f64() * 1000.0;
             report.batches += 1;
             report.longest_batch_ms = report.longest_batch_ms.max(ms);
             report.sessions += sessions;
@@ -557,6 +570,7 @@ impl Ledger {
             if !more {
                 return Ok(());
             }
+            std::thread::sleep(purge_pause(held));
         }
     }
 
@@ -614,13 +628,15 @@ impl Ledger {
             self.opts.interrupt.check()?;
             let started = Instant::now();
             let left = s.incremental_vacuum(VACUUM_STEP_PAGES)?;
-            report.longest_vacuum_ms = report
-                .longest_vacuum_ms
-                .max(started.elapsed().as_secs_f64() * 1000.0);
+            let held = started.elapsed();
+            report.longest_vacuum_ms = report.longest_vacuum_ms.max(held.as_secs_f64() * 1000.0);
             if left >= free {
                 break;
             }
             free = left;
+            if free > 0 {
+                std::thread::sleep(purge_pause(held));
+            }
         }
         report.free_pages_after = free;
         report.bytes_returned = (free_before - free) * page_size;

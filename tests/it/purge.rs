@@ -605,10 +605,24 @@ sqlite_only! {
 }
 
 #[test]
-fn writers_beside_a_purge_of_many_sessions_see_no_error() {
-    // 100,000 sessions on SQLite; a tenth on the server, whose purge costs
-    // round trips per session (the bench measures both).
-    let n = if on_pg() { 10_000 } else { 100_000 };
+fn writers_beside_a_purge_see_no_error() {
+    writers_beside_a_purge_of(5_000);
+}
+
+/// The size: 100,000 sessions (SQLite; 10,000 on a server, whose
+/// purge costs round trips per session). Minutes in a debug build, so
+/// `.ci/run` runs it on its own: `cargo test --test it -- --ignored
+/// writers_beside`.
+#[test]
+#[ignore = "minutes in a debug build; .ci/run runs it explicitly"]
+fn writers_beside_a_purge_of_100k_sessions_see_no_error() {
+    writers_beside_a_purge_of(if on_pg() { 10_000 } else { 100_000 });
+}
+
+/// 3 writer processes checkpoint their own live sessions, each call a
+/// whole `logbook` process, while `purge` removes `n` ended sessions: no
+/// writer call fails, every chain verifies; the worst wait is printed.
+fn writers_beside_a_purge_of(n: usize) {
     let env = TestEnv::new();
     let chunk = 25_000.min(n);
     for c in 0..n / chunk {
