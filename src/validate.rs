@@ -169,6 +169,24 @@ pub fn token(field: &str, value: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks a reference id given to `checkpoint` (plan, operation or
+/// deployment): a [`token`] of at most [`REF_ID_MAX`] characters that does
+/// not begin with `-`, which a resolver program would read as an option
+/// (`show` passes the id as an argument of its own).
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`.
+pub fn ref_id(field: &str, value: &str) -> Result<()> {
+    token(field, value, REF_ID_MAX)?;
+    if value.starts_with('-') {
+        return Err(Error::invalid(
+            field,
+            "must not begin with `-` (a resolver would read it as an option)",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a custom event type: `x.` followed by 1–62 of `[a-z0-9_.-]`.
 ///
 /// # Errors

@@ -434,7 +434,7 @@ impl Ledger {
             }
             let mut uniq: Vec<String> = Vec::new();
             for r in ids {
-                v::token(field, r, v::REF_ID_MAX)?;
+                v::ref_id(field, r)?;
                 let r = redact(r).into_owned();
                 if !uniq.contains(&r) {
                     uniq.push(r);
