@@ -294,7 +294,7 @@ pub struct ListArgs {
 pub struct TransitionArgs {
     /// Session id
     id: String,
-    /// Why (free text, up to 4096 characters)
+    /// Why (free text, up to 4096 characters, not only whitespace)
     #[arg(long, allow_negative_numbers = true)]
     reason: Option<String>,
     #[command(flatten)]
@@ -322,7 +322,7 @@ pub struct StageArgs {
     /// Which attempt this is, 1..=1000000
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     attempt: Option<i64>,
-    /// Why (free text, up to 4096 characters)
+    /// Why (free text, up to 4096 characters, not only whitespace)
     #[arg(long, allow_negative_numbers = true)]
     reason: Option<String>,
     #[command(flatten)]
@@ -336,7 +336,7 @@ pub struct CheckpointArgs {
     /// Step name, 1–200 characters
     #[arg(long, allow_negative_numbers = true)]
     step: Option<String>,
-    /// Note, 1–4096 characters
+    /// Note, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     note: Option<String>,
     /// Link a plan id (can be repeated)
@@ -360,7 +360,7 @@ pub struct CheckpointArgs {
 pub struct CompleteArgs {
     /// Session id
     id: String,
-    /// The outcome, 1–4096 characters
+    /// The outcome, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     result: String,
     #[command(flatten)]
@@ -371,7 +371,7 @@ pub struct CompleteArgs {
 pub struct ReasonArgs {
     /// Session id
     id: String,
-    /// Why, 1–4096 characters
+    /// Why, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     reason: String,
     #[command(flatten)]

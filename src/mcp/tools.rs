@@ -151,7 +151,7 @@ pub const TOOLS: &[ToolSpec] = &[
         fields: &[
             SESSION_ID,
             Field::opt("step", Kind::Text, "Step name, 1-200 characters"),
-            Field::opt("note", Kind::Text, "Note, 1–4096 characters"),
+            Field::opt("note", Kind::Text, "Note, 1–4096 characters, not only whitespace"),
             Field::opt("plan_ids", Kind::TextList, "Plan ids to link (none may begin with `-`)"),
             Field::opt("operation_ids", Kind::TextList, "Operation ids to link (none may begin with `-`)"),
             Field::opt("deployment_ids", Kind::TextList, "Deployment ids to link (none may begin with `-`)"),
@@ -173,7 +173,7 @@ pub const TOOLS: &[ToolSpec] = &[
             STORE_BUSY.",
         fields: &[
             SESSION_ID,
-            Field::req("result", Kind::Text, "The outcome, 1-4096 characters"),
+            Field::req("result", Kind::Text, "The outcome, 1-4096 characters, not only whitespace"),
             IDEMPOTENCY_KEY,
         ],
         read_only: false,
@@ -187,7 +187,7 @@ pub const TOOLS: &[ToolSpec] = &[
             SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION, STORE_BUSY.",
         fields: &[
             SESSION_ID,
-            Field::req("reason", Kind::Text, "Why, 1-4096 characters"),
+            Field::req("reason", Kind::Text, "Why, 1-4096 characters, not only whitespace"),
             IDEMPOTENCY_KEY,
         ],
         read_only: false,
