@@ -7,6 +7,14 @@
 //! resolve by running a command configured per kind in a TOML file:
 //! `$LOGBOOK_CONFIG`, else `logbook.toml` beside the database.
 //!
+//! Because the file makes logbook run programs, it is used only when no
+//! other user can change it (ssh's `StrictModes`): it must be a regular
+//! file owned by the effective user (or root) and not writable by group or
+//! others. Any other file is refused before it is read, with
+//! INVALID_ARGUMENT naming it ([`Resolvers::load`]), and no resolver runs.
+//! An id that begins with `-` is never passed to a resolver (it would be
+//! read as an option): it is `unavailable`.
+//!
 //! ```toml
 //! [resolvers.plan]
 //! command = ["phelix", "plan", "show", "--", "{id}"]   # argv; no shell
@@ -46,6 +54,9 @@ pub const DEFAULT_MISSING_EXIT: i32 = 3;
 pub const EXTERNAL_KINDS: [&str; 3] = ["plan", "operation", "deployment"];
 /// The placeholder replaced by the referenced id.
 pub const ID_PLACEHOLDER: &str = "{id}";
+/// Permission bits that make a configuration file untrusted: writable by
+/// group or others.
+pub const UNTRUSTED_MODE_BITS: u32 = 0o022;
 
 /// How a reference resolved (SPEC §5 `show`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -100,7 +111,8 @@ struct FileResolver {
 /// server): `$LOGBOOK_CONFIG` when set and non-empty, else `logbook.toml`
 /// beside the database file; for a server, `$XDG_CONFIG_HOME/logbook/
 /// logbook.toml` (else `$HOME/.config/logbook/logbook.toml`, else
-/// `logbook.toml` in the current folder).
+/// `logbook.toml` in the current folder). Wherever it is, [`Resolvers::load`]
+/// refuses a file another user can change.
 pub fn config_path(db: Option<&Path>) -> PathBuf {
     if let Some(p) = std::env::var_os("LOGBOOK_CONFIG").filter(|v| !v.is_empty()) {
         return PathBuf::from(p);
@@ -134,16 +146,59 @@ impl Resolvers {
     /// Reads and checks the configuration at `path`; no file means no
     /// resolvers (every external reference is `unknown`).
     ///
+    /// The file is opened first and checked on the open handle before a
+    /// byte of it is read: it must be a regular file owned by the effective
+    /// user or by root, and not writable by group or others
+    /// ([`UNTRUSTED_MODE_BITS`]). Anyone who can change it could make
+    /// logbook run a program of their choosing as whoever calls `show`.
+    ///
     /// # Errors
-    /// INVALID_ARGUMENT (field `config`) for a file that cannot be read or
-    /// parsed, an unknown kind or key, an empty command, a command with no
-    /// `{id}` element, or a timeout outside 1..=60000 ms.
+    /// INVALID_ARGUMENT (field `config`) for a file owned by another user,
+    /// writable by group or others, not a regular file, that cannot be
+    /// read or parsed, an unknown kind or key, an empty command, a command
+    /// with no `{id}` element, or a timeout outside 1..=60000 ms.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        // O_NONBLOCK: a FIFO planted under the name must not hang `show`
+        // in open(2); it is then refused as not a regular file.
+        let mut f = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)
+        {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(bad(path, format!("cannot be read ({e})"))),
         };
+        let meta = f
+            .metadata()
+            .map_err(|e| bad(path, format!("cannot be read ({e})")))?;
+        if !meta.is_file() {
+            return Err(bad(path, "is not a regular file"));
+        }
+        let me = nix::unistd::geteuid().as_raw();
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(bad(
+                path,
+                format!(
+                    "is owned by uid {}, not by this user (uid {me}) or root: resolvers run programs, so logbook reads them only from a file no other user can change; remove it, or set LOGBOOK_CONFIG to a file you own",
+                    meta.uid()
+                ),
+            ));
+        }
+        if meta.mode() & UNTRUSTED_MODE_BITS != 0 {
+            return Err(bad(
+                path,
+                format!(
+                    "is writable by group or others (mode {:04o}): resolvers run programs, so logbook reads them only from a file no other user can change; run `chmod go-w` on it",
+                    meta.mode() & 0o7777
+                ),
+            ));
+        }
+        let mut text = String::new();
+        f.read_to_string(&mut text)
+            .map_err(|e| bad(path, format!("cannot be read ({e})")))?;
         let file: FileConfig = toml::from_str(&text).map_err(|e| {
             // toml's message quotes the offending text; report where only.
             let at = e
@@ -232,6 +287,13 @@ impl Resolvers {
                 let Some(r) = self.by_kind.get(kind) else {
                     continue;
                 };
+                // It would reach the program as an option, not an id
+                // (checkpoint refuses such ids; older or imported rows
+                // may still hold one).
+                if id.starts_with('-') {
+                    out[i] = ResolvedState::Unavailable;
+                    continue;
+                }
                 match spawn(r, id) {
                     Some(child) => running.push((
                         i,

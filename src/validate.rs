@@ -126,6 +126,21 @@ pub fn title(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks free text that must say something — a result, a reason, a note:
+/// 1–`max` characters, newlines and tabs allowed, and not only whitespace
+/// (an optional one may be absent; given, it must not be blank).
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`: empty, blank, over `max` characters,
+/// or a control character other than newline and tab.
+pub fn prose(field: &str, value: &str, max: usize) -> Result<()> {
+    text(field, value, 1, max, Lines::Multi)?;
+    if value.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be only whitespace"));
+    }
+    Ok(())
+}
+
 /// Checks a name that is stored exactly as given because rows are keyed or
 /// matched by it (stage names, gate names, event types): it must not look
 /// like a secret, since redacting it would change which row it names.
@@ -164,6 +179,24 @@ pub fn token(field: &str, value: &str, max: usize) -> Result<()> {
         return Err(Error::invalid(
             field,
             "whitespace and control characters are not allowed",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a reference id given to `checkpoint` (plan, operation or
+/// deployment): a [`token`] of at most [`REF_ID_MAX`] characters that does
+/// not begin with `-`, which a resolver program would read as an option
+/// (`show` passes the id as an argument of its own).
+///
+/// # Errors
+/// INVALID_ARGUMENT naming `field`.
+pub fn ref_id(field: &str, value: &str) -> Result<()> {
+    token(field, value, REF_ID_MAX)?;
+    if value.starts_with('-') {
+        return Err(Error::invalid(
+            field,
+            "must not begin with `-` (a resolver would read it as an option)",
         ));
     }
     Ok(())

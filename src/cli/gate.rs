@@ -74,7 +74,7 @@ pub struct ApproveArgs {
     /// Gate name
     #[arg(long = "gate", value_name = "NAME")]
     name: String,
-    /// A note with the approval, up to 4096 characters
+    /// A note with the approval, up to 4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     note: Option<String>,
     #[command(flatten)]
@@ -88,7 +88,7 @@ pub struct RejectArgs {
     /// Gate name
     #[arg(long = "gate", value_name = "NAME")]
     name: String,
-    /// Why, 1–4096 characters
+    /// Why, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     reason: String,
     /// Cancel the session instead of failing it

@@ -27,7 +27,11 @@ pub enum SessionCommand {
     Create(CreateArgs),
     /// Show a session with all its events and resolved references
     ///
-    /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
+    /// Plan, operation and deployment ids resolve with the commands of
+    /// logbook.toml (README "Resolving references"), which is refused when
+    /// another user can change it. Errors: INVALID_ARGUMENT (malformed id;
+    /// a logbook.toml that does not parse, is owned by another user or is
+    /// writable by group or others: field `config`), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook session show ses_1a2b3c4d5e6f7081 --json")]
     Show(IdArg),
     /// List sessions, newest created first
@@ -69,7 +73,8 @@ pub enum SessionCommand {
     ///
     /// Needs at least one of --step, --note, --plan, --operation,
     /// --deployment or --state. A note that begins with `-` is written
-    /// --note=-text.
+    /// --note=-text. A reference id (--plan, --operation, --deployment)
+    /// must not begin with `-`: a resolver would read it as an option.
     ///
     /// Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION
     /// (not active), SESSION_CONFLICT (--if-rev), LEASE_HELD, STORE_BUSY.
@@ -289,7 +294,7 @@ pub struct ListArgs {
 pub struct TransitionArgs {
     /// Session id
     id: String,
-    /// Why (free text, up to 4096 characters)
+    /// Why (free text, up to 4096 characters, not only whitespace)
     #[arg(long, allow_negative_numbers = true)]
     reason: Option<String>,
     #[command(flatten)]
@@ -317,7 +322,7 @@ pub struct StageArgs {
     /// Which attempt this is, 1..=1000000
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     attempt: Option<i64>,
-    /// Why (free text, up to 4096 characters)
+    /// Why (free text, up to 4096 characters, not only whitespace)
     #[arg(long, allow_negative_numbers = true)]
     reason: Option<String>,
     #[command(flatten)]
@@ -331,7 +336,7 @@ pub struct CheckpointArgs {
     /// Step name, 1–200 characters
     #[arg(long, allow_negative_numbers = true)]
     step: Option<String>,
-    /// Note, 1–4096 characters
+    /// Note, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     note: Option<String>,
     /// Link a plan id (can be repeated)
@@ -355,7 +360,7 @@ pub struct CheckpointArgs {
 pub struct CompleteArgs {
     /// Session id
     id: String,
-    /// The outcome, 1–4096 characters
+    /// The outcome, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     result: String,
     #[command(flatten)]
@@ -366,7 +371,7 @@ pub struct CompleteArgs {
 pub struct ReasonArgs {
     /// Session id
     id: String,
-    /// Why, 1–4096 characters
+    /// Why, 1–4096 characters, not only whitespace
     #[arg(long, allow_negative_numbers = true)]
     reason: String,
     #[command(flatten)]

@@ -23,7 +23,8 @@ pub struct ExportArgs {
     sessions: Vec<String>,
     /// Write to this file (jsonl) or folder (phelix, required) instead of
     /// stdout (`-` is stdout); files are created 0600 and new folders 0700;
-    /// never the database or one of its companions (INVALID_ARGUMENT)
+    /// never the database or one of its companions, nor for jsonl an
+    /// existing folder (INVALID_ARGUMENT, before anything is read)
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }

@@ -187,7 +187,8 @@ impl ErrorCode {
                 6,
                 false,
                 "An I/O failure: disk full, read-only file or storage, permission denied, a \
-                 missing database file, or a file replaced under an open handle.",
+                 missing database file, a file replaced under an open handle, or a database file with \
+                 more than one name (hard links).",
             ),
             Self::LedgerTampered => row(
                 "LEDGER_TAMPERED",

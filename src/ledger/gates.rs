@@ -28,7 +28,7 @@ use crate::model::{EventType, Gate, GateKind, GateStatus, Session, SessionStatus
 use crate::redact::redact_opt;
 use crate::store::rows::{GateFull, GateRow, NewGate};
 use crate::store::{SessionChange, Tx};
-use crate::validate::{self as v, Lines};
+use crate::validate as v;
 use serde::Serialize;
 
 /// `gate list`: a session's gates in opening order.
@@ -248,7 +248,7 @@ impl Ledger {
         check_name(name)?;
         let field = if reject.is_some() { "reason" } else { "note" };
         if let Some(t) = &text {
-            v::text(field, t, 1, v::REASON_MAX, Lines::Multi)?;
+            v::prose(field, t, v::REASON_MAX)?;
         }
         let text = redact_opt(text.as_deref());
         let (verb, event_type, status, outcome, to) = match reject {

@@ -13,7 +13,9 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::store::Tx;
 use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, Source};
-use crate::transfer::{Bad, ImportFormat, ImportReport, Rejection, IMPORT_BATCH_SESSIONS};
+use crate::transfer::{
+    check_not_future, Bad, ImportFormat, ImportReport, Rejection, IMPORT_BATCH_SESSIONS,
+};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -276,7 +278,7 @@ impl Ledger {
     /// Writes one parsed batch in one `BEGIN IMMEDIATE` transaction.
     fn write_batch(
         &self,
-        batch: Vec<Item>,
+        mut batch: Vec<Item>,
         written: &mut Written,
         report: &mut ImportReport,
         deferred: &mut Vec<Deferred>,
@@ -284,6 +286,18 @@ impl Ledger {
     ) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
+        }
+        // Times far in the future would become every later write's time
+        // (the clock never goes below the newest session's or event's).
+        let now = self.now_ms();
+        for item in &mut batch {
+            if let Err(b) = item
+                .rows
+                .as_ref()
+                .map_or(Ok(()), |r| check_not_future(r, now))
+            {
+                item.rows = Err(b);
+            }
         }
         // Each attempt starts from the report and deferrals as they were:
         // a store may run the transaction again (a server's transient

@@ -243,17 +243,12 @@ impl Ledger {
         parse_session_id(id)?;
         validate_key(m)?;
         if let Some(t) = &text {
-            v::text(
-                text_field,
-                t,
-                1,
-                if verb == Verb::Complete {
-                    v::RESULT_MAX
-                } else {
-                    v::REASON_MAX
-                },
-                Lines::Multi,
-            )?;
+            let max = if verb == Verb::Complete {
+                v::RESULT_MAX
+            } else {
+                v::REASON_MAX
+            };
+            v::prose(text_field, t, max)?;
         }
         let text = redact_opt(text.as_deref());
         let dg = key_digest(
@@ -417,7 +412,7 @@ impl Ledger {
             }
         }
         if let Some(n) = &req.note {
-            v::text("note", n, 1, v::NOTE_MAX, Lines::Multi)?;
+            v::prose("note", n, v::NOTE_MAX)?;
         }
         let kinds: [(&'static str, &'static str, &Vec<String>); 3] = [
             ("plan", "plan_ids", &req.plan_ids),
@@ -434,7 +429,7 @@ impl Ledger {
             }
             let mut uniq: Vec<String> = Vec::new();
             for r in ids {
-                v::token(field, r, v::REF_ID_MAX)?;
+                v::ref_id(field, r)?;
                 let r = redact(r).into_owned();
                 if !uniq.contains(&r) {
                     uniq.push(r);

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::redact::redact_opt;
 use crate::store::SessionChange;
-use crate::validate::{self as v, Lines};
+use crate::validate as v;
 use serde::Serialize;
 
 /// What happened to a stage: `session stage ID start|complete|fail|retry`.
@@ -84,7 +84,7 @@ impl Ledger {
             }
         }
         if let Some(r) = &req.reason {
-            v::text("reason", r, 1, v::REASON_MAX, Lines::Multi)?;
+            v::prose("reason", r, v::REASON_MAX)?;
         }
         let reason = redact_opt(req.reason.as_deref());
         let data = serde_json::to_string(&StageData {

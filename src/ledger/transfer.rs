@@ -194,10 +194,22 @@ impl Ledger {
     ///
     /// # Errors
     /// As [`Ledger::export_jsonl`]; INVALID_ARGUMENT (field `out`), before
-    /// anything is written, when `path` names the database or one of its
-    /// companions ([`Ledger::own_files`]); an [`Error::Incomplete`]'s report
+    /// anything is read or written, when `path` is an existing folder or
+    /// names the database or one of its companions ([`Ledger::own_files`]);
+    /// an [`Error::Incomplete`]'s report
     /// then has `out` null (nothing was written to `path`).
     pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
+        // Before anything is read: a folder cannot be renamed over, so the
+        // whole export would be done for nothing (attack report #13).
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(Error::invalid(
+                "out",
+                format!(
+                    "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like), or use --format phelix to write a folder",
+                    path.display()
+                ),
+            ));
+        }
         let mut file = PrivateFile::create(path, &self.own_files()?, "out")?;
         let mut report = export_report(ExportFormat::Jsonl, None);
         let done = self

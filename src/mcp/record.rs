@@ -27,7 +27,11 @@ const KEY: Field = Field::opt(
     Kind::Text,
     "Up to 128 characters. A retry with the same key applies nothing again and returns the session; the same key with other arguments is INVALID_ARGUMENT",
 );
-const REASON: Field = Field::opt("reason", Kind::Text, "Why, up to 4096 characters");
+const REASON: Field = Field::opt(
+    "reason",
+    Kind::Text,
+    "Why, up to 4096 characters, not only whitespace",
+);
 const COUNT_DOC: &str = "An integer from 0 to 2^53-1 (9007199254740991) to add";
 
 /// The stage actions, in [`StageAction`]'s order (the `action` enum).

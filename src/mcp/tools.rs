@@ -102,7 +102,8 @@ pub const TOOLS: &[ToolSpec] = &[
         name: "logbook_session_show",
         title: "Show a session",
         description: "Return {session, events, resolved}: the session, all its events by seq, \
-            and each referenced id with its state. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND.",
+            and each referenced id with its state. Errors: INVALID_ARGUMENT (also field `config`: \
+            a logbook.toml that does not parse or that another user can change), SESSION_NOT_FOUND.",
         fields: &[SESSION_ID],
         read_only: true,
         run: show,
@@ -150,10 +151,10 @@ pub const TOOLS: &[ToolSpec] = &[
         fields: &[
             SESSION_ID,
             Field::opt("step", Kind::Text, "Step name, 1-200 characters"),
-            Field::opt("note", Kind::Text, "Note, 1–4096 characters"),
-            Field::opt("plan_ids", Kind::TextList, "Plan ids to link"),
-            Field::opt("operation_ids", Kind::TextList, "Operation ids to link"),
-            Field::opt("deployment_ids", Kind::TextList, "Deployment ids to link"),
+            Field::opt("note", Kind::Text, "Note, 1–4096 characters, not only whitespace"),
+            Field::opt("plan_ids", Kind::TextList, "Plan ids to link (none may begin with `-`)"),
+            Field::opt("operation_ids", Kind::TextList, "Operation ids to link (none may begin with `-`)"),
+            Field::opt("deployment_ids", Kind::TextList, "Deployment ids to link (none may begin with `-`)"),
             Field::opt(
                 "state",
                 Kind::Object,
@@ -172,7 +173,7 @@ pub const TOOLS: &[ToolSpec] = &[
             STORE_BUSY.",
         fields: &[
             SESSION_ID,
-            Field::req("result", Kind::Text, "The outcome, 1-4096 characters"),
+            Field::req("result", Kind::Text, "The outcome, 1-4096 characters, not only whitespace"),
             IDEMPOTENCY_KEY,
         ],
         read_only: false,
@@ -186,7 +187,7 @@ pub const TOOLS: &[ToolSpec] = &[
             SESSION_NOT_FOUND, SESSION_INVALID_TRANSITION, STORE_BUSY.",
         fields: &[
             SESSION_ID,
-            Field::req("reason", Kind::Text, "Why, 1-4096 characters"),
+            Field::req("reason", Kind::Text, "Why, 1-4096 characters, not only whitespace"),
             IDEMPOTENCY_KEY,
         ],
         read_only: false,

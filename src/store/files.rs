@@ -7,6 +7,9 @@
 //! - [`FileId`]: the (device, inode) a handle opened, compared with what
 //!   the path names now, so a long-lived handle notices a file replaced
 //!   under it (issue 13 §2).
+//! - [`refuse_hard_links`]: a database file with more than one name
+//!   (hard links) is refused at open and before each transaction (attack
+//!   report #2): SQLite would keep one `-wal`/`-shm` per name.
 //! - [`DbFiles`]: the database and its `-wal`, `-shm`, `-lock` and
 //!   `-journal`, resolved through `..` and symlinks and identified by
 //!   (device, inode), so no command writes its output over one of them
@@ -111,12 +114,39 @@ impl FileId {
         fs::metadata(path).map(|m| FileId::from_meta(&m))
     }
 
-    fn from_meta(m: &fs::Metadata) -> FileId {
+    pub(crate) fn from_meta(m: &fs::Metadata) -> FileId {
         FileId {
             dev: m.dev(),
             ino: m.ino(),
         }
     }
+}
+
+/// Refuses a database file that has more than one name (`st_nlink > 1`,
+/// hard links), for writing and for reading alike. SQLite names the
+/// `-wal` and `-shm` after the name it opened (and logbook its writer
+/// lock), so each name of one file gets its own: commits through one name
+/// sit in a WAL the others never read, and are lost to them, and the
+/// file's event chain ends up broken. A reader through another name would
+/// miss commits too.
+///
+/// # Errors
+/// STORE_IO ([`Error::StoreFile`]) saying why, with what to do in its hint.
+pub fn refuse_hard_links(path: &Path, meta: &fs::Metadata) -> Result<()> {
+    let names = meta.nlink();
+    if names <= 1 {
+        return Ok(());
+    }
+    Err(Error::StoreFile {
+        path: path.display().to_string(),
+        reason: format!(
+            "the database file has {names} names (hard links); logbook refuses it because hard links give SQLite one -wal/-shm per name for one database: writes through each name are lost to the other and break the event chain"
+        ),
+        hint: format!(
+            "use one name: remove the other links once no logbook process uses them (`find <folder> -samefile {}` lists them); for a second copy use `cp` (or `logbook backup`), not `ln`",
+            path.display()
+        ),
+    })
 }
 
 /// Resolves `path` as the kernel would when creating it now: absolute,

@@ -11,7 +11,7 @@
 //! 6. migrate, inside one `BEGIN IMMEDIATE` (see `migrate.rs`).
 
 use super::busy;
-use super::files::check_sqlite_name;
+use super::files::{check_sqlite_name, refuse_hard_links};
 use super::migrate;
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
@@ -129,14 +129,15 @@ pub(crate) fn companion(path: &Path, suffix: &str) -> PathBuf {
 /// missing file is STORE_IO instead when `create` is false). Returns whether
 /// this call created it.
 ///
-/// An existing path is never touched here: it must be a regular file (a
-/// folder, device or FIFO is refused with STORE_IO before anything happens),
+/// An existing path is never touched here: it must be a regular file with
+/// one name (a folder, device or FIFO, or a file with hard links, is
+/// refused with STORE_IO before anything happens: [`refuse_hard_links`]),
 /// and its mode is tightened only after the probe has shown it is a logbook
 /// database ([`tighten_existing`]), so pointing `--db` at someone else's
 /// file changes nothing about it.
 fn prepare_file(path: &Path, create: bool) -> Result<bool> {
     match fs::metadata(path) {
-        Ok(m) if m.is_file() => return Ok(false),
+        Ok(m) if m.is_file() => return refuse_hard_links(path, &m).map(|()| false),
         Ok(_) => {
             return Err(io_err(
                 format!("{} is not a regular file", path.display()),
@@ -500,7 +501,7 @@ pub fn open_read_only(path: &Path, busy_timeout_ms: u64) -> Result<Connection> {
     check_sqlite_name(path, "db")?;
     let display = path.display().to_string();
     match fs::metadata(path) {
-        Ok(m) if m.is_file() => {}
+        Ok(m) if m.is_file() => refuse_hard_links(path, &m)?,
         Ok(_) => {
             return Err(io_err(
                 format!("{display} is not a regular file"),

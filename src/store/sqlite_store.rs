@@ -10,7 +10,7 @@
 //! busy timeout filled in.
 
 use super::checkpointer::Checkpointer;
-use super::files::FileId;
+use super::files::{refuse_hard_links, FileId};
 use super::rows::ListQuery;
 use super::sqlite_tx::SqliteTx;
 use super::tx::Txn;
@@ -233,15 +233,17 @@ impl SqliteStore {
     }
 
     /// Checks that the path still names the file this handle opened (one
-    /// `stat`, compared by device and inode).
+    /// `stat`, compared by device and inode), and that the file has not
+    /// been given a second name (a hard link) since.
     ///
     /// # Errors
     /// STORE_IO ([`Error::StoreFile`]) when the path names another file or
-    /// nothing.
+    /// nothing, or the file has more than one name.
     pub fn check_file(&self) -> Result<()> {
-        let now = FileId::of(&self.file_path);
+        let meta = std::fs::metadata(&self.file_path);
+        let now = meta.as_ref().map(FileId::from_meta);
         if now.as_ref().ok() == Some(&self.file_id) {
-            return Ok(());
+            return meta.map_or(Ok(()), |m| refuse_hard_links(&self.path, &m));
         }
         let what = match now {
             Ok(_) => "was replaced by another file",

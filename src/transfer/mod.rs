@@ -305,6 +305,64 @@ pub(crate) fn opt_name(field: &str, value: Option<String>) -> Result<Option<Stri
 /// JSON reader holds it exactly.
 pub const TIME_MAX_MS: i64 = 9_007_199_254_740_991;
 
+/// How far after now (the ledger's clock) an imported time may lie: 24
+/// hours, in ms. An imported session with a time later than that is
+/// rejected (INVALID_ARGUMENT, naming the field): the live clock never lets
+/// a new session or event go below the newest one's time, so one session
+/// from the far future would stamp every session created after it with
+/// that future time, for good (attack report #3). 24 hours covers clocks
+/// that run a little ahead on the exporting host and any time-zone
+/// mistake (UTC offsets are at most 14 hours).
+pub const IMPORT_MAX_FUTURE_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Refuses a session any of whose times — its own, its events', runs',
+/// budget's, snapshots' or gates' — lies more than
+/// [`IMPORT_MAX_FUTURE_MS`] after `now_ms`; names the first such field
+/// (logbook's names, as [`check_rows`] does, whatever the format).
+pub(crate) fn check_not_future(s: &SessionRows, now_ms: i64) -> Result<(), Bad> {
+    let limit = now_ms.saturating_add(IMPORT_MAX_FUTURE_MS);
+    let mut times: Vec<(String, Option<i64>)> = vec![
+        ("created_at_ms".into(), Some(s.created_at_ms)),
+        ("updated_at_ms".into(), Some(s.updated_at_ms)),
+        ("ended_at_ms".into(), s.ended_at_ms),
+    ];
+    for (i, e) in s.events.iter().enumerate() {
+        times.push((format!("events[{i}].at_ms"), Some(e.at_ms)));
+    }
+    let w = &s.workflow;
+    for (i, r) in w.runs.iter().enumerate() {
+        for (name, t) in [
+            ("created_at_ms", Some(r.created_at_ms)),
+            ("updated_at_ms", Some(r.updated_at_ms)),
+            ("started_at_ms", r.started_at_ms),
+            ("ended_at_ms", r.ended_at_ms),
+        ] {
+            times.push((format!("runs[{i}].{name}"), t));
+        }
+    }
+    if let Some(b) = &w.budget {
+        times.push(("budget.exceeded_at_ms".into(), b.exceeded_at_ms));
+        times.push(("budget.updated_at_ms".into(), Some(b.updated_at_ms)));
+    }
+    for (i, sn) in w.snapshots.iter().enumerate() {
+        times.push((format!("snapshots[{i}].at_ms"), Some(sn.at_ms)));
+    }
+    for (i, g) in w.gates.iter().enumerate() {
+        times.push((format!("gates[{i}].opened_at_ms"), Some(g.opened_at_ms)));
+        times.push((format!("gates[{i}].decided_at_ms"), g.decided_at_ms));
+    }
+    match times.into_iter().find(|(_, t)| t.is_some_and(|t| t > limit)) {
+        Some((field, _)) => Err(Bad::new(
+            field,
+            format!(
+                "lies more than {} hours after now (the ledger's clock): every session and event written after it would take its time, so it is refused",
+                IMPORT_MAX_FUTURE_MS / 3_600_000
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks the parts of a session every format must satisfy before insert:
 /// at least one event, the first `created`; seqs implied by position;
 /// `at_ms` never decreasing; 1 ≤ rev ≤ number of events (so `verify`

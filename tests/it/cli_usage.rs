@@ -199,6 +199,135 @@ fn blank_titles_and_steps_are_refused() {
     }
 }
 
+/// A result, reason or note that is only whitespace says nothing, yet was
+/// stored (newcomer tour #1): a session could end with a blank result or
+/// reason. Refused like a blank title, naming the field, through the
+/// library (so MCP too); nothing is written. An optional note or reason
+/// may still be left out.
+#[test]
+fn blank_results_reasons_and_notes_are_refused() {
+    let env = TestEnv::new();
+    let a = env.create("active");
+    let n = env.create_with(&["--title", "pending", "--pending"]);
+    let p = env.create("paused");
+    env.json(&["session", "pause", &p, "--reason", "lunch"])
+        .data();
+    let g = env.create("gated");
+    env.json(&[
+        "gate",
+        "open",
+        &g,
+        "--gate",
+        "review",
+        "--kind",
+        "user-approval",
+    ])
+    .data();
+    for (id, args, field) in [
+        (
+            &a,
+            vec!["session", "complete", &a, "--result", "   "],
+            "result",
+        ),
+        (
+            &a,
+            vec!["session", "fail", &a, "--reason", " \t "],
+            "reason",
+        ),
+        (
+            &a,
+            vec!["session", "cancel", &a, "--reason", "\n"],
+            "reason",
+        ),
+        (&a, vec!["session", "pause", &a, "--reason", " "], "reason"),
+        (&n, vec!["session", "start", &n, "--reason", "  "], "reason"),
+        (&p, vec!["session", "resume", &p, "--reason", " "], "reason"),
+        (
+            &a,
+            vec!["session", "checkpoint", &a, "--note", "   "],
+            "note",
+        ),
+        (
+            &a,
+            vec![
+                "session",
+                "checkpoint",
+                &a,
+                "--step",
+                "s",
+                "--note",
+                "\u{3000}",
+            ],
+            "note",
+        ),
+        (
+            &a,
+            vec!["session", "stage", &a, "start", "build", "--reason", " "],
+            "reason",
+        ),
+        (
+            &g,
+            vec!["gate", "approve", &g, "--gate", "review", "--note", " "],
+            "note",
+        ),
+        (
+            &g,
+            vec!["gate", "reject", &g, "--gate", "review", "--reason", "  "],
+            "reason",
+        ),
+    ] {
+        let err = refused(&env, id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(
+            (&err["details"]["field"], &err["details"]["reason"]),
+            (
+                &serde_json::json!(field),
+                &serde_json::json!("must not be only whitespace")
+            ),
+            "{args:?}"
+        );
+    }
+    // Through MCP: the same refusal, the session unchanged.
+    let before = env.show(&a);
+    crate::mcp::rt().block_on(async {
+        let client = crate::mcp::connect(&env, &[]).await;
+        for (tool, key) in [
+            ("logbook_session_complete", "result"),
+            ("logbook_session_fail", "reason"),
+            ("logbook_session_checkpoint", "note"),
+        ] {
+            let e = crate::mcp::err(
+                &crate::mcp::call(
+                    &client,
+                    tool,
+                    serde_json::json!({"session_id": a, key: " \n "}),
+                )
+                .await,
+                "INVALID_ARGUMENT",
+            );
+            assert_eq!(
+                (&e["details"]["field"], &e["details"]["reason"]),
+                (
+                    &serde_json::json!(key),
+                    &serde_json::json!("must not be only whitespace")
+                ),
+                "{tool}"
+            );
+        }
+    });
+    assert_eq!(env.show(&a), before);
+    // Absent optional text is fine; text around whitespace is kept whole.
+    let d = env
+        .json(&["session", "checkpoint", &a, "--step", "s"])
+        .data();
+    assert_eq!(d["checkpoint"]["note"], serde_json::Value::Null);
+    env.json(&["gate", "approve", &g, "--gate", "review"])
+        .data();
+    let d = env
+        .json(&["session", "complete", &a, "--result", " done "])
+        .data();
+    assert_eq!(d["final_result"], " done ");
+}
+
 /// C21: `--note=VALUE` always stores VALUE exactly.
 #[test]
 fn c21_attached_values_are_stored_exactly() {

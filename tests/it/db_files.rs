@@ -45,8 +45,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 
 /// A database with two sessions whose `-wal`, `-shm` and `-lock` exist
 /// (the returned connection keeps the WAL live), plus a `sub` folder, a
-/// symlink and a hard link to the database, a symlinked folder, and a
-/// dangling symlink to the (missing) `-journal`.
+/// symlink to the database, a hard link to its `-lock` (a hard link to the
+/// database itself makes it unopenable: see
+/// [`a_database_with_a_second_name_is_refused_at_open`]), a symlinked
+/// folder, and a dangling symlink to the (missing) `-journal`.
 fn live_db() -> (TestEnv, rusqlite::Connection) {
     let env = TestEnv::new();
     env.create("one");
@@ -62,7 +64,7 @@ fn live_db() -> (TestEnv, rusqlite::Connection) {
     std::os::unix::fs::symlink("ledger.db", d.join("link.db")).unwrap();
     std::os::unix::fs::symlink(d, d.join("dirlink")).unwrap();
     std::os::unix::fs::symlink("ledger.db-journal", d.join("dangling")).unwrap();
-    std::fs::hard_link(env.path(), d.join("hard.db")).unwrap();
+    std::fs::hard_link(companion(env.path(), "-lock"), d.join("hard.db")).unwrap();
     (env, keep)
 }
 
@@ -89,7 +91,7 @@ fn shapes(env: &TestEnv) -> Vec<(&'static str, &'static str, String)> {
         ),
         ("symlink", "", format!("{d}/link.db")),
         ("symlinked folder", "", format!("{d}/dirlink/ledger.db")),
-        ("hard link", "", format!("{d}/hard.db")),
+        ("hard link to -lock", "", format!("{d}/hard.db")),
         ("live -wal", "", format!("{d}/ledger.db-wal")),
         ("live -shm", "", format!("{d}/ledger.db-shm")),
         ("-lock", "", format!("{d}/ledger.db-lock")),
@@ -531,4 +533,97 @@ fn c24_an_existing_loose_db_is_tightened() {
         0o750,
         "a folder logbook did not create was changed"
     );
+}
+
+/// The STORE_IO a database file with `names` names is refused with
+/// (attack report #2), named as `path`.
+#[track_caller]
+fn assert_hard_links_refused(r: &Run, path: &Path, names: u32) {
+    let e = assert_error(r, "STORE_IO", 6);
+    assert_eq!(
+        e["message"],
+        format!(
+            "{}: the database file has {names} names (hard links); logbook refuses it because hard links give SQLite one -wal/-shm per name for one database: writes through each name are lost to the other and break the event chain",
+            path.display()
+        )
+    );
+    assert_eq!(
+        e["details"]["hint"],
+        format!(
+            "use one name: remove the other links once no logbook process uses them (`find <folder> -samefile {}` lists them); for a second copy use `cp` (or `logbook backup`), not `ln`",
+            path.display()
+        )
+    );
+}
+
+/// Two hard links to one database are two `-wal`/`-shm` pairs for one
+/// file: writes through each name were acknowledged and lost to the other
+/// (attack report #2). Every open through either name, for writing or for
+/// reading, and `doctor`, is refused with STORE_IO, and nothing is
+/// written; with one name again all works.
+#[test]
+fn a_database_with_a_second_name_is_refused_at_open() {
+    let env = TestEnv::new();
+    let s = env.create("one");
+    let other = env.dir.path().join("other.db");
+    fs::hard_link(env.path(), &other).unwrap();
+    let before = snapshot(env.dir.path());
+    for db in [env.path(), other.as_path()] {
+        let run = |args: &[&str]| -> Run {
+            let mut c = env.command();
+            c.arg("--db").arg(db).args(args).arg("--json");
+            c.output().unwrap().into()
+        };
+        for args in [
+            &["session", "create", "--title", "two"][..],
+            &["session", "checkpoint", &s, "--step", "x"],
+            &["session", "list"],
+            &["--read-only", "session", "show", &s],
+            &["doctor"],
+            &["verify"],
+        ] {
+            let r = run(args);
+            assert_hard_links_refused(&r, db, 2);
+        }
+    }
+    assert_eq!(snapshot(env.dir.path()), before, "nothing was written");
+    let third = env.dir.path().join("third.db");
+    fs::hard_link(env.path(), &third).unwrap();
+    assert_hard_links_refused(&env.json(&["session", "list"]), env.path(), 3);
+    fs::remove_file(&other).unwrap();
+    fs::remove_file(&third).unwrap();
+    assert_eq!(
+        listed(&env.json(&["session", "list"]).data()),
+        vec![s.clone()]
+    );
+    env.checkpoint(&s, "x");
+}
+
+/// A second name given while a handle is open (`ln` beside a running
+/// `mcp serve`) is found before its next transaction: refused, nothing
+/// written; once the link is gone the handle works again.
+#[test]
+fn a_second_name_given_under_an_open_handle_is_refused() {
+    let (env, lg) = fresh_ledger();
+    let s = lib_create(&lg, "one", "a");
+    let other = env.dir.path().join("other.db");
+    fs::hard_link(env.path(), &other).unwrap();
+    let e = lg
+        .checkpoint(&s, cp("x", None), &logbook::Mutation::default())
+        .unwrap_err();
+    assert_eq!(e.code(), logbook::ErrorCode::StoreIo);
+    assert!(
+        e.to_string()
+            .contains("the database file has 2 names (hard links)"),
+        "{e}"
+    );
+    assert_eq!(
+        lg.get_session(&s).unwrap_err().code(),
+        logbook::ErrorCode::StoreIo
+    );
+    fs::remove_file(&other).unwrap();
+    assert_eq!(lg.get_session(&s).unwrap().rev, 1);
+    lg.checkpoint(&s, cp("x", None), &logbook::Mutation::default())
+        .unwrap();
+    assert_eq!(lg.get_session(&s).unwrap().rev, 2);
 }

@@ -10,6 +10,13 @@ fn script(path: &Path, body: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Writes a resolver configuration only its owner can change (whatever
+/// the umask): logbook refuses any other.
+fn write_config(path: &Path, body: impl AsRef<[u8]>) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 /// `show --json` with `LOGBOOK_CONFIG` pointing at `config`.
 fn show_with(env: &TestEnv, config: &Path, id: &str) -> Run {
     let mut c = env.command();
@@ -73,15 +80,14 @@ fn each_state_present_missing_unavailable_unknown() {
         ),
     );
     let config = dir.join("resolvers.toml");
-    std::fs::write(
+    write_config(
         &config,
         format!(
             "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\ntimeout_ms = 700\n\n[resolvers.deployment]\ncommand = [\"{}\", \"{{id}}\"]\n",
             plan.display(),
             dir.join("no-such-program").display()
         ),
-    )
-    .unwrap();
+    );
     let r = show_with(&env, &config, &parent);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(
@@ -138,7 +144,7 @@ fn ids_are_arguments_not_shell_text() {
     let nasty = [
         "pln_$(touch${IFS}pwned)",
         "pln_;touch${IFS}pwned2;",
-        "--help",
+        "pln_--help",
         "pln_`id`",
     ];
     // `--plan=VALUE`, so that a value beginning with '-' stays a value.
@@ -156,14 +162,13 @@ fn ids_are_arguments_not_shell_text() {
         ),
     );
     let config = dir.join("c.toml");
-    std::fs::write(
+    write_config(
         &config,
         format!(
             "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
             plan.display()
         ),
-    )
-    .unwrap();
+    );
     let r = show_with(&env, &config, &s);
     assert_eq!(r.code, 0);
     let mut seen: Vec<String> = std::fs::read_to_string(&log)
@@ -207,14 +212,13 @@ fn resolvers_run_in_parallel_bounded_to_8() {
         ),
     );
     let config = dir.join("c.toml");
-    std::fs::write(
+    write_config(
         &config,
         format!(
             "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
             plan.display()
         ),
-    )
-    .unwrap();
+    );
     let r = show_with(&env, &config, &s);
     assert_eq!(r.code, 0);
     assert!(states(&r.data()).iter().all(|x| x.2 == "present"));
@@ -247,7 +251,7 @@ fn a_bad_configuration_is_invalid_argument_naming_the_file() {
         "[resolvers.plan]\ncommand = [\"true\", \"{id}\"]\ntimeout_ms = 0",
         "[resolvers.plan]\ncommand = [\"true\", \"{id}\"]\nshell = true",
     ] {
-        std::fs::write(&config, body).unwrap();
+        write_config(&config, body);
         let e = assert_error(&show_with(&env, &config, &s), "INVALID_ARGUMENT", 2);
         assert_eq!(e["details"]["field"], "config", "{body}");
         assert!(e["message"].as_str().unwrap().contains("c.toml"), "{body}");
@@ -273,14 +277,13 @@ fn many_hanging_resolvers_share_one_overall_bound() {
     let plan = dir.join("hang.sh");
     script(&plan, "sleep 30");
     let config = dir.join("c.toml");
-    std::fs::write(
+    write_config(
         &config,
         format!(
             "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\ntimeout_ms = 6000\n",
             plan.display()
         ),
-    )
-    .unwrap();
+    );
     let t = std::time::Instant::now();
     let r = show_with(&env, &config, &s);
     let took = t.elapsed();
@@ -288,4 +291,196 @@ fn many_hanging_resolvers_share_one_overall_bound() {
     assert!(states(&r.data()).iter().all(|x| x.2 == "unavailable"));
     // 40 references × 6 s / 8 at once would be 30 s; the bound is 10 s.
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
+
+/// A session with one plan reference, a resolver script that leaves
+/// `ran` behind when it runs, and a configuration naming it.
+fn planted(env: &TestEnv) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let dir = env.dir.path().to_owned();
+    let s = env.create("a");
+    env.json(&["session", "checkpoint", &s, "--plan", "pln_1"])
+        .data();
+    let ran = dir.join("ran");
+    let plan = dir.join("plan.sh");
+    script(&plan, &format!("touch {}\nexit 0", ran.display()));
+    let config = dir.join("c.toml");
+    write_config(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
+            plan.display()
+        ),
+    );
+    (s, config, ran)
+}
+
+#[track_caller]
+fn refused_config(r: &Run, config: &Path, why: &str) {
+    let e = assert_error(r, "INVALID_ARGUMENT", 2);
+    assert_eq!(e["details"]["field"], "config");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!("invalid `config`: {}: {why}", config.display())),
+        "{msg}"
+    );
+}
+
+/// A `logbook.toml` another user can change is refused before it is read
+/// (attack report #1): whoever could write it could make `show` run any
+/// program as its caller.
+#[test]
+fn a_config_another_user_can_change_is_refused_and_runs_nothing() {
+    let env = TestEnv::new();
+    let (s, config, ran) = planted(&env);
+    for mode in [0o620, 0o602, 0o666, 0o644 | 0o020] {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).unwrap();
+        refused_config(
+            &show_with(&env, &config, &s),
+            &config,
+            &format!("is writable by group or others (mode {mode:04o})"),
+        );
+        assert!(!ran.exists(), "mode {mode:o}: the resolver ran");
+    }
+    if is_root() {
+        // Owned by another user, even if only its owner may write it.
+        std::os::unix::fs::chown(&config, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        refused_config(
+            &show_with(&env, &config, &s),
+            &config,
+            "is owned by uid 65534, not by this user (uid 0) or root",
+        );
+        assert!(!ran.exists(), "another user's file: the resolver ran");
+        std::os::unix::fs::chown(&config, Some(0), Some(0)).unwrap();
+    }
+    // A FIFO under the name is refused at once, not waited on.
+    let fifo = env.dir.path().join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) reads a NUL-terminated path and touches nothing else.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    refused_config(&show_with(&env, &fifo, &s), &fifo, "is not a regular file");
+    // The same file, writable by its owner alone, is used.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = show_with(&env, &config, &s);
+    assert_eq!(states(&r.data())[0].2, "present");
+    assert!(ran.exists());
+}
+
+/// The default location is checked as `LOGBOOK_CONFIG` is, including the
+/// last fallback: for a server with neither XDG_CONFIG_HOME nor HOME set,
+/// `logbook.toml` in the current folder (for a file given as a relative
+/// name, beside the database is the current folder too).
+#[test]
+fn the_default_config_even_in_the_current_folder_is_checked() {
+    let env = TestEnv::new();
+    let (s, config, ran) = planted(&env);
+    let dir = env.dir.path().to_owned();
+    let default = dir.join("logbook.toml");
+    std::fs::rename(&config, &default).unwrap();
+    std::fs::set_permissions(&default, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let show = || -> Run {
+        let mut c = env.command();
+        c.env_remove("HOME")
+            .current_dir(&dir)
+            .arg("--db")
+            .arg(if on_pg() {
+                env.path()
+            } else {
+                Path::new("ledger.db")
+            })
+            .args(["session", "show", &s, "--json"]);
+        c.output().unwrap().into()
+    };
+    refused_config(
+        &show(),
+        Path::new("logbook.toml"),
+        "is writable by group or others (mode 0664)",
+    );
+    assert!(!ran.exists());
+    std::fs::set_permissions(&default, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(states(&show().data())[0].2, "present");
+    assert!(ran.exists());
+}
+
+/// A reference id that begins with `-` would reach the resolver as an
+/// option (attack report #1): checkpoint refuses it, naming the field,
+/// and records nothing.
+#[test]
+fn reference_ids_beginning_with_a_dash_are_refused_naming_the_field() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    for (flag, field) in [
+        ("--plan=--output=/tmp/x", "plan_ids"),
+        ("--operation=-v", "operation_ids"),
+        ("--deployment=-", "deployment_ids"),
+    ] {
+        let r = env.json(&["session", "checkpoint", &s, "--plan", "pln_ok", flag]);
+        let e = assert_error(&r, "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], field, "{flag}");
+        assert_eq!(
+            e["message"],
+            format!("invalid `{field}`: must not begin with `-` (a resolver would read it as an option)")
+        );
+    }
+    let v = env.json(&["session", "show", &s]).data();
+    assert_eq!(v["session"]["rev"], 1);
+    assert_eq!(v["session"]["plan_ids"], serde_json::json!([]));
+    // A dash inside an id is fine.
+    env.json(&["session", "checkpoint", &s, "--plan", "pln-1"])
+        .data();
+    // The same through MCP.
+    crate::mcp::rt().block_on(async {
+        let client = crate::mcp::connect(&env, &[]).await;
+        let e = crate::mcp::err(
+            &crate::mcp::call(
+                &client,
+                "logbook_session_checkpoint",
+                serde_json::json!({"session_id": s, "plan_ids": ["-o"]}),
+            )
+            .await,
+            "INVALID_ARGUMENT",
+        );
+        assert_eq!(e["details"]["field"], "plan_ids");
+    });
+    assert_eq!(
+        env.json(&["session", "show", &s]).data()["session"]["rev"],
+        2
+    );
+}
+
+/// A reference id beginning with `-` stored before checkpoint refused
+/// such ids (or by another client) is never passed to the resolver: it is
+/// `unavailable`.
+#[test]
+fn a_stored_reference_id_beginning_with_a_dash_never_reaches_the_resolver() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().to_owned();
+    let s = env.create("a");
+    env.json(&["session", "checkpoint", &s, "--plan", "pln_1"])
+        .data();
+    env.batch(&format!(
+        "INSERT INTO session_refs (session_id, kind, ref_id, ordinal, linked_seq)
+         VALUES ('{s}', 'plan', '-o', 1, 1)"
+    ));
+    let log = dir.join("args.log");
+    let plan = dir.join("plan.sh");
+    script(&plan, &format!("echo \"$1\" >> {}\nexit 0", log.display()));
+    let config = dir.join("c.toml");
+    write_config(
+        &config,
+        format!(
+            "[resolvers.plan]\ncommand = [\"{}\", \"{{id}}\"]\n",
+            plan.display()
+        ),
+    );
+    let r = show_with(&env, &config, &s);
+    assert_eq!(
+        states(&r.data()),
+        [("plan", "pln_1", "present"), ("plan", "-o", "unavailable")].map(|(a, b, c)| (
+            a.to_owned(),
+            b.to_owned(),
+            c.to_owned()
+        ))
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "pln_1\n");
 }

@@ -347,6 +347,48 @@ fn export_selects_sessions_and_refuses_unknown_ones_and_json_to_stdout() {
     assert!(!env.dir.path().join("-").exists());
 }
 
+/// `export --format jsonl --out DIR` with DIR an existing folder read and
+/// rendered every session, then failed STORE_IO "Is a directory" (attack
+/// report #13). It is a bad argument: INVALID_ARGUMENT naming `out`, its
+/// details only the field and reason (no counts: nothing was read), and
+/// nothing is written into the folder — through a symlink too.
+#[test]
+fn export_jsonl_to_an_existing_folder_is_refused_before_reading() {
+    let env = TestEnv::new();
+    env.create("one");
+    let dir = env.dir.path().join("px");
+    std::fs::create_dir(&dir).unwrap();
+    let link = env.dir.path().join("pxlink");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    for out in [&dir, &link] {
+        let r = env.json(&[
+            "export",
+            "--format",
+            "jsonl",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let e = assert_error(&r, "INVALID_ARGUMENT", 2);
+        let reason = format!(
+            "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like), or use --format phelix to write a folder",
+            out.display()
+        );
+        assert_eq!(e["details"], json!({"field": "out", "reason": reason}));
+        assert_eq!(e["message"], format!("invalid `out`: {reason}"));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    }
+    // A file in that folder is fine.
+    let file = dir.join("x.jsonl");
+    let r = env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(r.data()["sessions"], 1);
+}
+
 /// A UTF-8 byte order mark before the first line is not part of the JSON
 /// (found by adversarial testing: it used to reject the first session).
 #[test]

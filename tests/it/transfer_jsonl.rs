@@ -327,3 +327,166 @@ fn import_without_format_reads_jsonl_from_a_file_or_stdin_and_refuses_a_folder()
     assert_eq!(e["details"]["field"], "--format");
     assert!(!folder.db.exists(), "refused before the database is opened");
 }
+
+/// The reason a time more than 24 hours ahead of the ledger's clock is
+/// rejected with (attack report #3).
+const FUTURE_REASON: &str = "lies more than 24 hours after now (the ledger's clock): every session and event written after it would take its time, so it is refused";
+
+/// An exported session with a pending run, an auto gate, a snapshot and a
+/// budget: every kind of time an import carries.
+fn line_with_every_time(env: &TestEnv) -> (String, Value) {
+    let s = env.create("t");
+    env.json(&["run", "create", &s]).data();
+    env.json(&["gate", "open", &s, "--gate", "g", "--kind", "auto"])
+        .data();
+    env.json(&[
+        "session",
+        "checkpoint",
+        &s,
+        "--step",
+        "s",
+        "--state",
+        "{\"a\":1}",
+    ])
+    .data();
+    env.json(&["session", "budget", &s, "--max-tokens", "100"])
+        .data();
+    let line: Value = serde_json::from_str(export_jsonl(env).trim()).unwrap();
+    (s, line)
+}
+
+/// One session whose times lie in the far future (an imported ledger, or
+/// a host whose clock ran ahead) made every session created after it take
+/// that time, for good (attack report #3). Import now rejects a session
+/// with any time more than 24 hours after now, naming the field, and
+/// writes none of it; later sessions keep today's time.
+#[test]
+fn an_imported_time_more_than_a_day_ahead_is_rejected_naming_the_field() {
+    let env = TestEnv::new();
+    let (s, line) = line_with_every_time(&env);
+    let dir = tempfile::tempdir().unwrap();
+    let ahead = now_ms() + 25 * 3_600_000;
+    type Edit = Box<dyn Fn(&mut Value, i64)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            // The attack: every time of the session set to 2100-01-01.
+            "created_at_ms",
+            Box::new(|v: &mut Value, _| {
+                let t = json!(4_102_444_800_000i64);
+                v["created_at_ms"] = t.clone();
+                v["updated_at_ms"] = t.clone();
+                for e in v["events"].as_array_mut().unwrap() {
+                    e["at_ms"] = t.clone();
+                }
+                for r in v["runs"].as_array_mut().unwrap() {
+                    r["created_at_ms"] = t.clone();
+                    r["updated_at_ms"] = t.clone();
+                }
+                v["snapshots"][0]["at_ms"] = t.clone();
+                v["gates"][0]["opened_at_ms"] = t.clone();
+                v["gates"][0]["decided_at_ms"] = t.clone();
+                v["budget"]["updated_at_ms"] = t;
+            }),
+        ),
+        (
+            "updated_at_ms",
+            Box::new(|v: &mut Value, t| {
+                v["updated_at_ms"] = json!(t);
+                v["events"][4]["at_ms"] = json!(t);
+            }),
+        ),
+        (
+            "runs[0].updated_at_ms",
+            Box::new(|v: &mut Value, t| v["runs"][0]["updated_at_ms"] = json!(t)),
+        ),
+        (
+            "budget.updated_at_ms",
+            Box::new(|v: &mut Value, t| v["budget"]["updated_at_ms"] = json!(t)),
+        ),
+        (
+            "snapshots[0].at_ms",
+            Box::new(|v: &mut Value, t| v["snapshots"][0]["at_ms"] = json!(t)),
+        ),
+        (
+            "gates[0].decided_at_ms",
+            Box::new(|v: &mut Value, t| v["gates"][0]["decided_at_ms"] = json!(t)),
+        ),
+    ];
+    for (field, edit) in cases {
+        let mut v = line.clone();
+        edit(&mut v, ahead);
+        let file = dir.path().join("future.jsonl");
+        std::fs::write(&file, format!("{v}\n")).unwrap();
+        let target = TestEnv::new();
+        let (_, report) = import_rejecting(&target, "jsonl", &file);
+        assert_counts(&report, 0, 0, 1);
+        let rej = &report["rejections"][0];
+        assert_eq!(
+            (
+                &rej["field"],
+                &rej["reason"],
+                &rej["session_id"],
+                &rej["line"]
+            ),
+            (&json!(field), &json!(FUTURE_REASON), &json!(s), &json!(1)),
+            "{field}"
+        );
+        assert_eq!(rows_anywhere(&target, &s), 0, "{field}");
+        let before = now_ms();
+        let later = target
+            .json(&["session", "create", "--title", "later"])
+            .data();
+        let at = later["created_at_ms"].as_i64().unwrap();
+        assert!(at >= before && at <= now_ms(), "{field}: created at {at}");
+    }
+    // 23 hours ahead is within the bound: imported.
+    let mut v = line.clone();
+    v["runs"][0]["updated_at_ms"] = json!(now_ms() + 23 * 3_600_000);
+    let file = dir.path().join("soon.jsonl");
+    std::fs::write(&file, format!("{v}\n")).unwrap();
+    let target = TestEnv::new();
+    let r = target.json(&["import", "--format", "jsonl", file.to_str().unwrap()]);
+    assert_counts(&r.data(), 1, 0, 0);
+}
+
+/// The bound is exactly 24 hours after the ledger's clock (a fixed clock
+/// here): a time at the bound imports, one millisecond later is rejected.
+#[test]
+fn the_future_bound_is_24_hours_after_the_ledgers_clock() {
+    let source = TestEnv::new();
+    let s = source.create("t");
+    let mut line: Value = serde_json::from_str(export_jsonl(&source).trim()).unwrap();
+    let now = line["created_at_ms"].as_i64().unwrap() - 3 * 86_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, imported) in [(1, 0), (0, 1)] {
+        let t = now + logbook::transfer::IMPORT_MAX_FUTURE_MS + extra;
+        assert_eq!(logbook::transfer::IMPORT_MAX_FUTURE_MS, 86_400_000);
+        line["created_at_ms"] = json!(t);
+        line["updated_at_ms"] = json!(t);
+        line["events"][0]["at_ms"] = json!(t);
+        let file = dir.path().join("one.jsonl");
+        std::fs::write(&file, format!("{line}\n")).unwrap();
+        let env = TestEnv::new();
+        let (clock, _) = logbook::clock::Clock::fixed(now);
+        let lg = logbook::Ledger::open(logbook::LedgerOptions {
+            clock,
+            ..logbook::LedgerOptions::at(env.path())
+        })
+        .unwrap();
+        let r = lg
+            .import(logbook::ImportFormat::Jsonl, &file, &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            (r.imported, r.rejected),
+            (imported, 1 - imported),
+            "+{extra}"
+        );
+        if imported == 0 {
+            assert_eq!(r.rejections[0].field, "created_at_ms");
+            assert_eq!(r.rejections[0].reason, FUTURE_REASON);
+            assert_eq!(rows_anywhere(&env, &s), 0);
+        } else {
+            assert_eq!(lg.get_session(&s).unwrap().created_at_ms, t);
+        }
+    }
+}

@@ -484,3 +484,69 @@ fn an_amber_timeline_that_is_not_a_regular_file_is_rejected() {
     got.sort();
     assert_eq!(got, vec![want(1), want(2)]);
 }
+
+/// The 24-hour bound on imported times (attack report #3) holds for the
+/// seeds' formats too: a Phelix file whose last event lies in 2100, and an
+/// Amber session created in 2100, are rejected naming the field (logbook's
+/// name for it, as every time check of an import); the others import.
+#[test]
+fn phelix_and_amber_sessions_from_the_future_are_rejected() {
+    let reason = "lies more than 24 hours after now (the ledger's clock): every session and event written after it would take its time, so it is refused";
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("phelix/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good =
+        std::fs::read_to_string(Path::new(PHELIX).join("sessions/ses_1a2b3c4d5e6f7081.json"))
+            .unwrap();
+    std::fs::write(dir.join("ses_1a2b3c4d5e6f7081.json"), &good).unwrap();
+    let mut v: Value = serde_json::from_str(&good).unwrap();
+    v["session_id"] = json!("ses_0000000000000003");
+    v["events"][3]["at_ms"] = json!(4_102_444_800_000i64);
+    std::fs::write(dir.join("ses_0000000000000003.json"), v.to_string()).unwrap();
+    let (_, d) = import_rejecting(&env, "phelix", &env.dir.path().join("phelix"));
+    assert_counts(&d, 1, 0, 1);
+    let r = &d["rejections"][0];
+    assert_eq!(
+        (&r["field"], &r["reason"], &r["session_id"]),
+        (
+            &json!("updated_at_ms"),
+            &json!(reason),
+            &json!("ses_0000000000000003")
+        )
+    );
+    assert_eq!(rows_anywhere(&env, "ses_0000000000000003"), 0);
+
+    let root = env.dir.path().join("proj");
+    let (now, later) = (
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+    );
+    amber_session(
+        &root,
+        now,
+        "executing",
+        "g",
+        &[ev("session_created", "2026-06-21T10:00:00Z")],
+    );
+    amber_session(
+        &root,
+        later,
+        "executing",
+        "g",
+        &[ev("session_created", "2100-01-01T00:00:00Z")],
+    );
+    let (_, d) = import_rejecting(&env, "amber", &root);
+    assert_counts(&d, 1, 0, 1);
+    let r = &d["rejections"][0];
+    assert_eq!(
+        (&r["field"], &r["reason"], &r["session_id"]),
+        (
+            &json!("created_at_ms"),
+            &json!(reason),
+            &json!(amber_id(later))
+        )
+    );
+    assert_eq!(rows_anywhere(&env, &amber_id(later)), 0);
+    let created = env.json(&["session", "create", "--title", "today"]).data();
+    assert!(created["created_at_ms"].as_i64().unwrap() <= now_ms());
+}
