@@ -490,3 +490,67 @@ fn the_future_bound_is_24_hours_after_the_ledgers_clock() {
         }
     }
 }
+
+/// SPEC §7: hash chains verified on arrival. An export edited after it was
+/// written (an event's detail, data, time or order) is rejected naming the
+/// first event whose hash no longer holds; the same file with every hash
+/// left out is imported and gets its chain on arrival.
+#[test]
+fn an_edited_export_is_rejected_by_its_hashes() {
+    let env = TestEnv::new();
+    let s = env.create("t");
+    env.json(&["session", "checkpoint", &s, "--step", "one", "--note", "n"]);
+    env.json(&["session", "checkpoint", &s, "--step", "two"]);
+    let line: Value = serde_json::from_str(export_jsonl(&env).trim()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        (
+            "events[1].hash",
+            Box::new(|v: &mut Value| v["events"][1]["data"]["note"] = json!("tampered")),
+        ),
+        (
+            "events[2].hash",
+            Box::new(|v: &mut Value| v["events"][2]["data"]["step"] = json!("three")),
+        ),
+        (
+            "events[0].hash",
+            Box::new(|v: &mut Value| v["events"][0]["detail"] = json!("made up")),
+        ),
+        (
+            "events[1].hash",
+            Box::new(|v: &mut Value| v["events"][1]["hash"] = json!("")),
+        ),
+    ];
+    for (field, edit) in cases {
+        let mut v = line.clone();
+        edit(&mut v);
+        let file = dir.path().join("edited.jsonl");
+        std::fs::write(&file, format!("{v}\n")).unwrap();
+        let target = TestEnv::new();
+        let (_, report) = import_rejecting(&target, "jsonl", &file);
+        assert_counts(&report, 0, 0, 1);
+        let rej = &report["rejections"][0];
+        assert_eq!(rej["field"], field, "{rej}");
+        assert!(
+            rej["reason"]
+                .as_str()
+                .unwrap()
+                .contains("changed after it was exported"),
+            "{rej}"
+        );
+        assert_eq!(rows_anywhere(&target, &s), 0);
+    }
+    // Every hash left out: imported, with its chain computed on arrival.
+    let mut v = line.clone();
+    for e in v["events"].as_array_mut().unwrap() {
+        e["hash"] = json!("");
+    }
+    v["events"][1]["data"]["note"] = json!("written by hand");
+    let file = dir.path().join("no-hashes.jsonl");
+    std::fs::write(&file, format!("{v}\n")).unwrap();
+    let target = TestEnv::new();
+    let r = target.json(&["import", "--format", "jsonl", file.to_str().unwrap()]);
+    assert_eq!(r.data()["imported"], 1);
+    target.json(&["verify"]).data();
+}

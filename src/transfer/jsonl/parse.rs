@@ -162,8 +162,11 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         });
     }
     let mut events = Vec::new();
+    let mut hashes = Vec::new();
     for (i, raw) in o.list("events")?.into_iter().enumerate() {
-        events.push(parse_event(i, raw)?);
+        let (e, hash) = parse_event(i, raw)?;
+        events.push(e);
+        hashes.push(hash);
     }
     let mut runs = Vec::new();
     for (i, raw) in o.list("runs")?.into_iter().enumerate() {
@@ -225,6 +228,8 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
     };
     check_rows(&rows)?;
     check_workflow(&rows)?;
+    // Last: a field that is wrong in itself is named as such first.
+    check_chain(&rows.session_id, &rows.events, &hashes)?;
     Ok(rows)
 }
 
@@ -249,7 +254,48 @@ const EVENT_KEYS: &[&str] = &[
     "hash",
 ];
 
-fn parse_event(i: usize, raw: &RawValue) -> Result<EventRow, Bad> {
+/// The hash chain verified on arrival (SPEC §7): when the file carries
+/// hashes (an `export`), each event's must be the one its content and the
+/// chain before it give, so an export edited after it was written is
+/// rejected. A file with no hashes at all (every `hash` empty or absent:
+/// written by hand or by another tool) gets its chain on arrival.
+fn check_chain(
+    session_id: &str,
+    events: &[EventRow],
+    hashes: &[Option<String>],
+) -> Result<(), Bad> {
+    if hashes
+        .iter()
+        .all(|h| h.as_deref().is_none_or(str::is_empty))
+    {
+        return Ok(());
+    }
+    let mut prev = crate::chain::GENESIS;
+    for (seq, (e, given)) in events.iter().zip(hashes).enumerate() {
+        prev = crate::chain::event_hash(
+            &prev,
+            &crate::chain::EventFields {
+                session_id: session_id.as_bytes(),
+                seq: i64::try_from(seq).unwrap_or(i64::MAX),
+                event_type: e.event_type.as_bytes(),
+                at_ms: e.at_ms,
+                actor_type: e.actor_type.as_str().as_bytes(),
+                detail: e.detail.as_deref().map(str::as_bytes),
+                data: e.data.as_deref().map(str::as_bytes),
+                run_id: e.run_id.as_deref().map(str::as_bytes),
+            },
+        );
+        if given.as_deref() != Some(hex::encode(prev).as_str()) {
+            return Err(Bad::new(
+                format!("events[{seq}].hash"),
+                "does not match the event and the chain before it: the file was changed after it was exported (or every hash must be left out)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse_event(i: usize, raw: &RawValue) -> Result<(EventRow, Option<String>), Bad> {
     let path = format!("events[{i}]");
     let e = Obj::parse(raw.get(), &path)?;
     if let Some(k) = e.keys().find(|k| !EVENT_KEYS.contains(k)) {
@@ -274,7 +320,8 @@ fn parse_event(i: usize, raw: &RawValue) -> Result<EventRow, Bad> {
     if let Some(r) = &run_id {
         v::token(&e.name("run_id"), r, v::REF_ID_MAX)?;
     }
-    Ok(EventRow {
+    let hash = e.str_opt("hash")?;
+    let row = EventRow {
         event_type,
         at_ms: e.i64_req("at_ms")?,
         actor_type: actor_type(&e.name("actor_type"), &e.str_req("actor_type")?)?,
@@ -289,7 +336,8 @@ fn parse_event(i: usize, raw: &RawValue) -> Result<EventRow, Bad> {
             Some(r) => Some(object_text(&e.name("data"), r)?),
         },
         run_id: run_id.map(|r| redact(&r).into_owned()),
-    })
+    };
+    Ok((row, hash))
 }
 
 // ---- runs, budget, snapshots, gates (schema V3/V4) ----
