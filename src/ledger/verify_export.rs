@@ -44,7 +44,8 @@ impl Ledger {
     /// As [`Ledger::verify`]; STORE_IO (the file cannot be read);
     /// INVALID_ARGUMENT (a line is not logbook JSON Lines; field `export`,
     /// the line number in the reason); LEDGER_TAMPERED (problem
-    /// `tombstone`: the export and the tombstone disagree).
+    /// `export_hash`: the file's own hashes do not hold; `tombstone`: the
+    /// export and the tombstone disagree).
     pub fn verify_with_export(
         &self,
         ids: &[String],
@@ -68,7 +69,30 @@ impl Ledger {
             let bad =
                 |reason: String| Error::invalid("export", format!("line {}: {reason}", i + 1));
             let o = Obj::parse(&line, "").map_err(|b| bad(format!("{} {}", b.field, b.reason)))?;
-            let rows = jsonl::parse(&o).map_err(|b| bad(format!("`{}` {}", b.field, b.reason)))?;
+            let rows = match jsonl::parse(&o) {
+                Ok(rows) => rows,
+                // The file's own chain does not hold: it was changed.
+                Err(b) if b.field.ends_with("].hash") => {
+                    return Err(Error::Tampered {
+                        session_id: jsonl::peek_id(&o).unwrap_or_default(),
+                        seq: b
+                            .field
+                            .trim_start_matches("events[")
+                            .split(']')
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(0),
+                        problem: "export_hash".into(),
+                        expected: "the hash its event and the chain before it give".into(),
+                        found: format!(
+                            "another in {} (the file was changed after it was written)",
+                            path.display()
+                        ),
+                        broken_sessions: 1,
+                    })
+                }
+                Err(b) => return Err(bad(format!("`{}` {}", b.field, b.reason))),
+            };
             let Some(t) = self.read(|tx| tx.find_tombstone(&rows.session_id))? else {
                 continue;
             };

@@ -27,7 +27,7 @@ fn line(i: usize) -> String {
         .map(|k| {
             json!({"seq": k, "type": if k == 0 { "created" } else { "x.step" },
                    "at_ms": 1_000 + i, "actor_type": "cli", "detail": format!("step {k}"),
-                   "data": {"k": k, "pad": pad}, "run_id": null, "hash": "00"})
+                   "data": {"k": k, "pad": pad}, "run_id": null, "hash": ""})
         })
         .collect();
     json!({
@@ -48,7 +48,7 @@ fn line(i: usize) -> String {
 fn big() -> &'static (PathBuf, PathBuf) {
     static BIG_FIXTURE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     BIG_FIXTURE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("interrupt-v1-{BIG}"));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("interrupt-v2-{BIG}"));
         let (jsonl, db) = (dir.join("big.jsonl"), dir.join("big.db"));
         if dir.join("done").exists() {
             return (jsonl, db);

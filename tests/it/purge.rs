@@ -329,15 +329,23 @@ fn export_then_purge_then_import_restores_the_sessions_byte_identically() {
         .json(&["verify", "--export", saved.to_str().unwrap()])
         .data();
     assert_eq!(v["export_checked"], 4);
-    // A tampered export does not match its tombstone.
+    // A tampered export: its own hashes no longer hold; with them left
+    // out, it no longer matches its tombstone.
     let text = std::fs::read_to_string(&saved).unwrap();
+    let edited = text.replacen("\"s1\"", "\"s2\"", 1);
     let bad = env.dir.path().join("bad.jsonl");
-    std::fs::write(&bad, text.replacen("\"s1\"", "\"s2\"", 1)).unwrap();
+    std::fs::write(&bad, &edited).unwrap();
     let r = env.json(&["verify", "--export", bad.to_str().unwrap()]);
-    assert_eq!(
-        assert_error(&r, "LEDGER_TAMPERED", 6)["details"]["problem"],
-        "tombstone"
-    );
+    let d = assert_error(&r, "LEDGER_TAMPERED", 6)["details"].clone();
+    assert_eq!(d["problem"], "export_hash", "{d}");
+    let blanked = regex::Regex::new(r#""hash":"[0-9a-f]{64}""#)
+        .unwrap()
+        .replace_all(&edited, r#""hash":"""#)
+        .into_owned();
+    std::fs::write(&bad, blanked).unwrap();
+    let r = env.json(&["verify", "--export", bad.to_str().unwrap()]);
+    let d = assert_error(&r, "LEDGER_TAMPERED", 6)["details"].clone();
+    assert_eq!(d["problem"], "tombstone", "{d}");
     env.json(&["import", saved.to_str().unwrap()]).data();
     let after = env.dir.path().join("after.jsonl");
     env.json(&[

@@ -153,12 +153,12 @@ fn jsonl_import_keeps_every_event_exactly() {
     let id = "ses_0000000000000c02";
     let events = json!([
         {"seq": 0, "type": "created", "at_ms": 10, "actor_type": "cli", "detail": "session created",
-         "data": null, "run_id": null, "hash": "00"},
+         "data": null, "run_id": null, "hash": ""},
         {"seq": 1, "type": "checkpoint", "at_ms": 20, "actor_type": "mcp", "detail": "a note\nover two lines",
          "data": {"step": "build", "z": [1, 2.25, {"k": "v"}], "a": -9223372036854775808_i64},
-         "run_id": null, "hash": "00"},
+         "run_id": null, "hash": ""},
         {"seq": 2, "type": "x.custom", "at_ms": 20, "actor_type": "lib", "detail": null,
-         "data": {"unicode": "é ✓"}, "run_id": null, "hash": "00"}
+         "data": {"unicode": "é ✓"}, "run_id": null, "hash": ""}
     ]);
     let line = json!({
         "format": "logbook.session.v1", "session_id": id, "status": "active", "title": "t",

@@ -251,7 +251,8 @@ fn imported_times_and_usage_must_be_consistent_and_in_range() {
     let env = TestEnv::new();
     let s = env.create("t");
     env.json(&["session", "checkpoint", &s, "--step", "one"]);
-    let line: Value = serde_json::from_str(export_jsonl(&env).trim()).unwrap();
+    let line: Value =
+        crate::transfer::unhashed(serde_json::from_str(export_jsonl(&env).trim()).unwrap());
     let dir = tempfile::tempdir().unwrap();
     type Edit = Box<dyn Fn(&mut Value)>;
     let cases: Vec<(&str, Edit)> = vec![
@@ -352,7 +353,7 @@ fn line_with_every_time(env: &TestEnv) -> (String, Value) {
     env.json(&["session", "budget", &s, "--max-tokens", "100"])
         .data();
     let line: Value = serde_json::from_str(export_jsonl(env).trim()).unwrap();
-    (s, line)
+    (s, crate::transfer::unhashed(line))
 }
 
 /// One session whose times lie in the far future (an imported ledger, or
@@ -455,7 +456,8 @@ fn an_imported_time_more_than_a_day_ahead_is_rejected_naming_the_field() {
 fn the_future_bound_is_24_hours_after_the_ledgers_clock() {
     let source = TestEnv::new();
     let s = source.create("t");
-    let mut line: Value = serde_json::from_str(export_jsonl(&source).trim()).unwrap();
+    let mut line: Value =
+        crate::transfer::unhashed(serde_json::from_str(export_jsonl(&source).trim()).unwrap());
     let now = line["created_at_ms"].as_i64().unwrap() - 3 * 86_400_000;
     let dir = tempfile::tempdir().unwrap();
     for (extra, imported) in [(1, 0), (0, 1)] {

@@ -145,6 +145,28 @@ fn pg_a_setting_the_server_refuses_in_the_url_is_invalid_argument() {
 }
 
 #[test]
+fn pg_sql_names_a_cast_that_works_for_a_type_it_does_not_print() {
+    let env = TestEnv::new();
+    env.create("t");
+    for q in [
+        "SELECT now()",
+        "SELECT tx_id FROM events LIMIT 1",
+        "SELECT pg_sleep(0)",
+    ] {
+        let e = assert_error(&env.json(&["sql", q]), "INVALID_ARGUMENT", 2);
+        let msg = e["message"].as_str().unwrap();
+        assert!(msg.contains("cast that expression to text"), "{q}: {msg}");
+        assert!(!msg.contains("::bigint"), "{q}: {msg}");
+    }
+    for q in [
+        "SELECT now()::text",
+        "SELECT tx_id::text FROM events LIMIT 1",
+    ] {
+        assert_eq!(env.json(&["sql", q]).code, 0, "{q}");
+    }
+}
+
+#[test]
 fn pg_a_long_lived_ledger_reconnects_after_its_connection_is_closed() {
     let env = TestEnv::new();
     let proxy = Proxy::start(server_port());
@@ -385,7 +407,7 @@ fn pg_roles_agent_writes_and_operator_reads_only_the_views() {
          GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {agent};
          CREATE ROLE {operator} LOGIN PASSWORD 'operator-pw';
          GRANT USAGE ON SCHEMA public TO {operator};
-         GRANT SELECT ON v_sessions, v_events, v_daily, v_runs TO {operator};"
+         GRANT SELECT ON v_sessions, v_events, v_daily, v_runs, v_purges TO {operator};"
     ))
     .unwrap();
     let as_role = |role: &str, pw: &str| crate::pg::with_user(&pg.url, role, pw);
@@ -428,8 +450,14 @@ fn pg_roles_agent_writes_and_operator_reads_only_the_views() {
         .unwrap()
         .get(0);
     assert!(n >= 4, "{n}");
+    let n: i64 = o
+        .query_one("SELECT count(*) FROM v_purges", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
     // …and nothing else: every table is refused, reads and writes.
     for sql in [
+        "SELECT count(*) FROM tombstones",
         "SELECT count(*) FROM sessions",
         "SELECT count(*) FROM events",
         "SELECT count(*) FROM session_data",

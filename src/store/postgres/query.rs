@@ -221,7 +221,7 @@ pub fn run(
         return Err(Error::invalid(
             "sql",
             format!(
-                "column `{name}` has type {ty}, which logbook does not print: cast it in the query (e.g. `{name}::text` or `{name}::bigint`)"
+                "column `{name}` has type {ty}, which logbook does not print: cast that expression to text in the query (e.g. `SELECT now()::text`, `SELECT tx_id::text FROM events`)"
             ),
         ));
     }
