@@ -311,19 +311,24 @@ impl SqliteStore {
 
     /// Returns up to `pages` free pages to the file system in one write
     /// transaction (`PRAGMA incremental_vacuum`); the pages still free
-    /// after it. A file without `auto_vacuum=INCREMENTAL` returns none.
+    /// after it, and how long it held the write lock (from inside the
+    /// transaction to COMMIT returning). A file without
+    /// `auto_vacuum=INCREMENTAL` returns none.
     ///
     /// # Errors
     /// As [`SqliteStore::write`].
-    pub fn incremental_vacuum(&self, pages: u32) -> Result<i64> {
-        self.write_conn(|conn| {
+    pub fn incremental_vacuum(&self, pages: u32) -> Result<(i64, std::time::Duration)> {
+        let mut locked_at = std::time::Instant::now();
+        let left = self.write_conn(|conn| {
+            locked_at = std::time::Instant::now();
             let sql = format!("PRAGMA incremental_vacuum({pages})");
             let mut stmt = conn.prepare(&sql).map_err(super::sqlite_tx::db)?;
             let mut rows = stmt.query([]).map_err(super::sqlite_tx::db)?;
             while rows.next().map_err(super::sqlite_tx::db)?.is_some() {}
             conn.pragma_query_value(None, "freelist_count", |r| r.get(0))
                 .map_err(super::sqlite_tx::db)
-        })
+        })?;
+        Ok((left, locked_at.elapsed()))
     }
 
     /// `(auto_vacuum mode, free pages, page size)`: the mode 0 none, 1
