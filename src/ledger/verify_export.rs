@@ -2,7 +2,7 @@
 //! from the file, against its tombstone (SPEC §8).
 
 use super::Ledger;
-use crate::chain::{event_hash, EventFields, GENESIS};
+use crate::chain::GENESIS;
 use crate::error::{Error, Result};
 use crate::store::Tx;
 use crate::transfer::json::Obj;
@@ -98,18 +98,10 @@ impl Ledger {
             };
             let mut prev = GENESIS;
             for (seq, e) in rows.events.iter().enumerate() {
-                prev = event_hash(
+                prev = e.hash(
+                    &rows.session_id,
+                    i64::try_from(seq).unwrap_or(i64::MAX),
                     &prev,
-                    &EventFields {
-                        session_id: rows.session_id.as_bytes(),
-                        seq: i64::try_from(seq).unwrap_or(i64::MAX),
-                        event_type: e.event_type.as_bytes(),
-                        at_ms: e.at_ms,
-                        actor_type: e.actor_type.as_str().as_bytes(),
-                        detail: e.detail.as_deref().map(str::as_bytes),
-                        data: e.data.as_deref().map(str::as_bytes),
-                        run_id: e.run_id.as_deref().map(str::as_bytes),
-                    },
                 );
             }
             let n = i64::try_from(rows.events.len()).unwrap_or(i64::MAX);

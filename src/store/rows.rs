@@ -164,6 +164,27 @@ pub struct EventRow {
     pub run_id: Option<String>,
 }
 
+impl EventRow {
+    /// The chain hash of this event of session `session_id` at `seq` after
+    /// `prev` (SPEC §4; [`chain::event_hash`]): what an import stores, and
+    /// what it and `verify --export` check a file's hashes against.
+    pub fn hash(&self, session_id: &str, seq: i64, prev: &[u8; 32]) -> [u8; 32] {
+        chain::event_hash(
+            prev,
+            &EventFields {
+                session_id: session_id.as_bytes(),
+                seq,
+                event_type: self.event_type.as_bytes(),
+                at_ms: self.at_ms,
+                actor_type: self.actor_type.as_str().as_bytes(),
+                detail: self.detail.as_deref().map(str::as_bytes),
+                data: self.data.as_deref().map(str::as_bytes),
+                run_id: self.run_id.as_deref().map(str::as_bytes),
+            },
+        )
+    }
+}
+
 /// A whole validated, redacted session, ready to insert.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRows {

@@ -272,19 +272,7 @@ fn check_chain(
     }
     let mut prev = crate::chain::GENESIS;
     for (seq, (e, given)) in events.iter().zip(hashes).enumerate() {
-        prev = crate::chain::event_hash(
-            &prev,
-            &crate::chain::EventFields {
-                session_id: session_id.as_bytes(),
-                seq: i64::try_from(seq).unwrap_or(i64::MAX),
-                event_type: e.event_type.as_bytes(),
-                at_ms: e.at_ms,
-                actor_type: e.actor_type.as_str().as_bytes(),
-                detail: e.detail.as_deref().map(str::as_bytes),
-                data: e.data.as_deref().map(str::as_bytes),
-                run_id: e.run_id.as_deref().map(str::as_bytes),
-            },
-        );
+        prev = e.hash(session_id, i64::try_from(seq).unwrap_or(i64::MAX), &prev);
         if given.as_deref() != Some(hex::encode(prev).as_str()) {
             return Err(Bad::new(
                 format!("events[{seq}].hash"),
