@@ -55,6 +55,7 @@ impl Ledger {
             ErrorCode::StoreCorrupt,
         ));
         checks.push(self.hash_chain_check()?);
+        checks.push(self.stray_tombstones_check()?);
         checks.push(check(
             "server",
             true,

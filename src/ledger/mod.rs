@@ -35,7 +35,7 @@ pub use budgets::{RecordUsage, SetBudget};
 pub use chain::{ChainHead, VerifyReport};
 pub use feed::{FeedPage, FeedQuery, FEED_LIMIT_DEFAULT, FEED_LIMIT_MAX};
 pub use purge::{
-    purge_pause, PurgeFilter, PurgePlan, PurgeProgressInfo, PurgeReport, PurgeRequest,
+    purge_pause, PurgeFilter, PurgePlan, PurgeProgressInfo, PurgeReport, PurgeRequest, PurgeSkips,
     PurgedSession, SpaceReport, PURGE_BATCH_EVENTS, PURGE_BATCH_SESSIONS, PURGE_SAMPLE,
     VACUUM_STEP_PAGES,
 };

@@ -21,12 +21,14 @@
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::SessionStatus;
-use crate::store::retention::{NewPurge, PurgeCandidate, PurgeScan, Tombstone};
+use crate::store::retention::{NewPurge, PurgeCandidate, PurgeEnd, PurgeScan, Tombstone};
 use crate::store::Tx;
 use serde::Serialize;
 
 mod report;
-pub use report::{PurgePlan, PurgeProgressInfo, PurgeReport, PurgedSession, SpaceReport};
+pub use report::{
+    PurgePlan, PurgeProgressInfo, PurgeReport, PurgeSkips, PurgedSession, SpaceReport,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -133,6 +135,32 @@ impl PurgeFilter {
         })
     }
 
+    /// The filter a `purges.filter` records (its canonical JSON); `None`
+    /// for a record raw SQL wrote (`{"raw_sql":true}`) or any other shape.
+    fn from_canonical(text: &str) -> Option<PurgeFilter> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Canon {
+            ended_before_ms: Option<i64>,
+            app: Option<String>,
+            statuses: Vec<String>,
+            keep_last: Option<u64>,
+        }
+        let c: Canon = serde_json::from_str(text).ok()?;
+        let statuses = c
+            .statuses
+            .iter()
+            .map(|s| s.parse::<SessionStatus>().ok())
+            .collect::<Option<Vec<_>>>()?;
+        let f = PurgeFilter {
+            ended_before_ms: c.ended_before_ms,
+            app: c.app,
+            statuses,
+            keep_last: c.keep_last,
+        };
+        f.scan().ok().map(|_| f)
+    }
+
     /// The canonical JSON of the filter, as `purges.filter` records it
     /// (keys in a fixed order, statuses in the fixed order).
     fn canonical(&self) -> Result<String> {
@@ -168,7 +196,12 @@ impl PurgeFilter {
 /// What every batch of one purge shares.
 struct Batches<'a> {
     scan: &'a PurgeScan,
-    purge_id: i64,
+    /// The purge's record: `Some` once written (or adopted); a new purge
+    /// writes it in its first batch's transaction, so a purge that cannot
+    /// delete (a role without the privilege) leaves no record.
+    purge_id: Option<i64>,
+    /// The record a new purge writes.
+    record: NewPurge<'a>,
     export_set: Option<&'a HashSet<String>>,
 }
 
@@ -242,6 +275,17 @@ fn summary(c: &PurgeCandidate) -> PurgedSession {
         events: c.events,
         bytes: c.bytes,
     }
+}
+
+/// Who runs a purge, as `purges.actor_id` records it: `user@host` (the
+/// OS user's name, else `uid N`).
+fn who_runs_it() -> String {
+    let uid = nix::unistd::getuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name);
+    format!("{user}@{}", super::leases::hostname())
 }
 
 fn count(n: i64) -> u64 {
@@ -344,6 +388,8 @@ impl Ledger {
             batches: 0,
             longest_batch_ms: 0.0,
             total: None,
+            skipped: PurgeSkips::default(),
+            superseded: Vec::new(),
             export: None,
             space: None,
         };
@@ -359,63 +405,128 @@ impl Ledger {
                     ));
                 }
                 if plan.sessions > 0 {
-                    report.export = Some(self.export_jsonl_file(&chosen_ids, path)?);
+                    // A session another purge removed since the plan is
+                    // not in the file, and so not purged by this one.
+                    let (written, exported) = self.export_present_jsonl_file(&chosen_ids, path)?;
+                    report.skipped.gone += plan.sessions.saturating_sub(written.sessions);
+                    report.export = Some(written);
+                    Some(exported)
+                } else {
+                    Some(HashSet::new())
                 }
-                Some(chosen_ids.into_iter().collect())
             }
             None => None,
         };
         if plan.sessions == 0 && plan.resumes.is_none() {
+            report.superseded = self.close_superseded()?;
             return Ok(report);
         }
         let scan = req.filter.scan()?;
         let now = self.now_ms();
         let actor = self.opts.actor.as_str();
-        let purge_id = match &plan.resumes {
-            Some(open) => {
-                report.resumed = true;
-                open.purge_id
-            }
-            None => self.write(|tx| {
-                tx.insert_purge(&NewPurge {
-                    at_ms: now,
-                    actor_type: actor,
-                    actor_id: None,
-                    filter: &plan.filter,
-                    sessions: i64::try_from(plan.sessions).unwrap_or(i64::MAX),
-                    events: i64::try_from(plan.events).unwrap_or(i64::MAX),
-                    bytes: i64::try_from(plan.bytes).unwrap_or(i64::MAX),
-                })
-            })?,
-        };
-        report.purge_id = Some(purge_id);
+        let actor_id = who_runs_it();
+        if let Some(open) = &plan.resumes {
+            report.resumed = true;
+            report.purge_id = Some(open.purge_id);
+        }
         let space_before = self.store.sqlite().map(|s| s.free_space()).transpose()?;
-        let batches = Batches {
+        let mut batches = Batches {
             scan: &scan,
-            purge_id,
+            purge_id: report.purge_id,
+            record: NewPurge {
+                at_ms: now,
+                actor_type: actor,
+                actor_id: Some(&actor_id),
+                filter: &plan.filter,
+                sessions: i64::try_from(plan.sessions).unwrap_or(i64::MAX),
+                events: i64::try_from(plan.events).unwrap_or(i64::MAX),
+                bytes: i64::try_from(plan.bytes).unwrap_or(i64::MAX),
+            },
             export_set: export_set.as_ref(),
         };
-        if let Err(e) = self.run_batches(&batches, &mut rules, &mut report, progress) {
+        if let Err(e) = self.run_batches(&mut batches, &mut rules, &mut report, progress) {
             return Err(self.purge_stopped(e, &report));
         }
-        report.total = self
-            .read(|tx| tx.purge_progress(purge_id))?
-            .map(PurgeProgressInfo::from);
+        let Some(purge_id) = batches.purge_id else {
+            return Err(Error::internal("a purge ran without its record"));
+        };
+        report.purge_id = Some(purge_id);
+        // What it chose and neither purged nor skipped for another reason
+        // was taken by another purge meanwhile.
+        report.skipped.gone = report
+            .plan
+            .sessions
+            .saturating_sub(report.sessions)
+            .saturating_sub(report.skipped.live_descendant)
+            .saturating_sub(report.skipped.stray_tombstone);
+        // It ran to its end: done, whatever another purge took meanwhile.
+        let total = self.read(|tx| tx.purge_progress(purge_id))?;
+        let skipped = total
+            .as_ref()
+            .map_or(0, |t| (t.sessions_chosen - t.sessions_purged).max(0));
+        let ended_at = self.now_ms();
+        self.write(|tx| {
+            tx.insert_purge_end(&PurgeEnd {
+                purge_id,
+                at_ms: ended_at,
+                outcome: "done",
+                skipped,
+            })
+        })?;
+        report.total = total.map(PurgeProgressInfo::from);
+        report.superseded = self.close_superseded()?;
         if let Some((mode, _, _)) = space_before {
             report.space = Some(self.reclaim(mode)?);
         }
         Ok(report)
     }
 
+    /// Closes every unfinished purge whose filter chooses nothing any more
+    /// (other purges removed the rest) as `superseded`; their ids.
+    fn close_superseded(&self) -> Result<Vec<i64>> {
+        let open = self.read(|tx| tx.open_purges_any())?;
+        let mut closed = Vec::new();
+        for (purge_id, filter) in open {
+            let Some(f) = PurgeFilter::from_canonical(&filter) else {
+                continue;
+            };
+            let (plan, _) = self.plan(&f, None)?;
+            if plan.sessions > 0 {
+                continue;
+            }
+            let now = self.now_ms();
+            let ended = self.write(|tx| {
+                let Some(p) = tx.purge_progress(purge_id)? else {
+                    return Ok(false);
+                };
+                if p.sessions_purged >= p.sessions_chosen {
+                    return Ok(false);
+                }
+                tx.insert_purge_end(&PurgeEnd {
+                    purge_id,
+                    at_ms: now,
+                    outcome: "superseded",
+                    skipped: (p.sessions_chosen - p.sessions_purged).max(0),
+                })?;
+                Ok(true)
+            })?;
+            if ended {
+                closed.push(purge_id);
+            }
+        }
+        Ok(closed)
+    }
+
     /// The batches: each one write transaction.
     fn run_batches(
         &self,
-        b: &Batches<'_>,
+        b: &mut Batches<'_>,
         rules: &mut Rules,
         report: &mut PurgeReport,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<()> {
         let total = report.plan.sessions;
+        let actor = self.opts.actor.as_str();
         let mut after = 0i64;
         loop {
             self.opts.interrupt.check()?;
@@ -424,8 +535,15 @@ impl Ledger {
             // BEGIN done) to COMMIT returning; the wait for the lock is not
             // part of it.
             let mut locked_at = Instant::now();
-            let (sessions, events, next, more) = self.store.write_purge(|tx| {
+            let mut skips = PurgeSkips::default();
+            let (purge_id, sessions, events, next, more) = self.store.write_purge(|tx| {
                 locked_at = Instant::now();
+                skips = PurgeSkips::default();
+                tx.declare_writer(actor)?;
+                let purge_id = match b.purge_id {
+                    Some(id) => id,
+                    None => tx.insert_purge(&b.record)?,
+                };
                 rules.refresh_live(tx)?;
                 let page = tx.purge_candidates(b.scan, after, PURGE_BATCH_SESSIONS)?;
                 let more = page.len() == PURGE_BATCH_SESSIONS;
@@ -437,25 +555,47 @@ impl Ledger {
                     {
                         continue;
                     }
-                    events += c.events;
+                    // Again, with the session held: a purge racing this one
+                    // or a create under it is seen here, never an error.
+                    let now_is = match tx.purge_recheck(&c.session_id)? {
+                        Some(r) if r.candidate.insert_seq == c.insert_seq => r,
+                        _ => {
+                            skips.gone += 1;
+                            continue;
+                        }
+                    };
+                    if now_is.live_descendant {
+                        skips.live_descendant += 1;
+                        continue;
+                    }
+                    if now_is.stray_tombstone {
+                        skips.stray_tombstone += 1;
+                        continue;
+                    }
+                    events += now_is.candidate.events;
                     sessions += 1;
                     tx.purge_session(&Tombstone {
-                        session: c,
-                        purge_id: b.purge_id,
+                        session: now_is.candidate,
+                        purge_id,
                         purged_at_ms: now,
                     })?;
                     if events >= PURGE_BATCH_EVENTS {
-                        return Ok((sessions, events, next, true));
+                        return Ok((purge_id, sessions, events, next, true));
                     }
                 }
-                Ok((sessions, events, next, more))
+                Ok((purge_id, sessions, events, next, more))
             })?;
+            b.purge_id = Some(purge_id);
+            report.purge_id = Some(purge_id);
             let held = locked_at.elapsed();
             let ms = held.as_secs_f64() * 1000.0;
             report.batches += 1;
             report.longest_batch_ms = report.longest_batch_ms.max(ms);
             report.sessions += sessions;
             report.events += count(events);
+            report.skipped.gone += skips.gone;
+            report.skipped.live_descendant += skips.live_descendant;
+            report.skipped.stray_tombstone += skips.stray_tombstone;
             after = next;
             progress(report.sessions, total);
             if !more {
@@ -468,6 +608,14 @@ impl Ledger {
     /// A purge error after its record was written: INTERRUPTED or the
     /// store's, with the counts so far once a batch committed.
     fn purge_stopped(&self, e: Error, report: &PurgeReport) -> Error {
+        let e = match e {
+            Error::StoreIo { context } if context.contains("lacks a privilege") => Error::StoreIo {
+                context: format!(
+                    "{context}; a purge needs a role that may DELETE from the ledger tables, UPDATE sessions and INSERT into purges, purge_ends and tombstones: the owner, or a retention role (docs/postgres.md, \"Roles\"); nothing was purged by this batch and no purge was recorded unless one committed"
+                ),
+            },
+            e => e,
+        };
         if report.sessions == 0 {
             return e;
         }

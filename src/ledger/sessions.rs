@@ -201,7 +201,9 @@ impl Ledger {
                 }
             }
             if let Some(p) = &req.parent_session_id {
-                if !tx.session_exists(p)? {
+                // Held until COMMIT: a purge of the parent waits for this
+                // create, then sees its child (docs/schema.md, "Retention").
+                if !tx.lock_session_key(p)? {
                     return Err(Error::SessionNotFound { id: p.clone() });
                 }
             }

@@ -98,11 +98,30 @@ fn info(s: SnapshotRow) -> SnapshotInfo {
     }
 }
 
-/// The snapshot at `seq` (or the newest), or SESSION_NOT_FOUND /
-/// CHECKPOINT_NOT_FOUND.
+/// The snapshot at `seq` (or the newest), checked against what its
+/// checkpoint event records (the SHA-256 and size of its state, which the
+/// hash chain covers), or SESSION_NOT_FOUND / CHECKPOINT_NOT_FOUND /
+/// LEDGER_TAMPERED (a state replaced or altered since it was taken is
+/// never handed back).
 fn snapshot(tx: &mut dyn Tx, id: &str, seq: Option<i64>) -> Result<SnapshotRow> {
     match tx.find_snapshot(id, seq)? {
-        Some(s) => Ok(s),
+        Some(s) => {
+            let (sha, size) = tx.snapshot_record(id, s.seq)?.unwrap_or((None, None));
+            let have = hex::encode(Sha256::digest(s.state.as_bytes()));
+            let len = i64::try_from(s.state.len()).unwrap_or(i64::MAX);
+            let want = sha.unwrap_or_else(|| "no snapshot recorded at this seq".into());
+            if want != have || size != Some(len) {
+                return Err(Error::Tampered {
+                    session_id: id.to_owned(),
+                    seq: s.seq,
+                    problem: "snapshot".into(),
+                    expected: want,
+                    found: have,
+                    broken_sessions: 1,
+                });
+            }
+            Ok(s)
+        }
         None if !tx.session_exists(id)? => Err(Error::SessionNotFound { id: id.to_owned() }),
         None => Err(Error::CheckpointNotFound {
             id: id.to_owned(),
@@ -269,6 +288,10 @@ impl Ledger {
                     }
                     return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }
+            }
+            // Held until COMMIT: a purge of the source waits for the fork.
+            if !tx.lock_session_key(id)? {
+                return Err(Error::SessionNotFound { id: id.to_owned() });
             }
             let source = tx
                 .find_session(id)?

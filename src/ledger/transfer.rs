@@ -14,6 +14,7 @@ use crate::store::rows::{StoredEvent, StoredRef, WorkflowRows};
 use crate::store::Tx;
 use crate::transfer::source::PrivateFile;
 use crate::transfer::{jsonl, phelix, ExportFormat, ExportReport};
+use std::collections::HashSet;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -74,6 +75,7 @@ impl Ledger {
         &self,
         ids: &[String],
         workflow: bool,
+        skip_missing: bool,
         mut f: impl FnMut(&Full) -> Result<()>,
     ) -> Result<()> {
         let mut chosen: Vec<String> = Vec::with_capacity(ids.len());
@@ -99,7 +101,7 @@ impl Ledger {
                     }
                 }
             } else {
-                for id in &chosen {
+                for id in chosen.iter().filter(|_| !skip_missing) {
                     if !tx.session_exists(id)? {
                         return Err(Error::SessionNotFound { id: id.clone() });
                     }
@@ -134,7 +136,7 @@ impl Ledger {
     /// details are the [`ExportReport`] of the sessions written so far.
     pub fn export_jsonl(&self, ids: &[String], out: &mut dyn Write) -> Result<ExportReport> {
         let mut report = export_report(ExportFormat::Jsonl, None);
-        match self.jsonl_into(ids, out, &mut report) {
+        match self.jsonl_into(ids, out, &mut report, None) {
             Ok(()) => Ok(report),
             Err(f) => {
                 let progress = format!(
@@ -151,10 +153,15 @@ impl Ledger {
         ids: &[String],
         out: &mut dyn Write,
         report: &mut ExportReport,
+        mut present: Option<&mut HashSet<String>>,
     ) -> std::result::Result<(), Failed> {
         let mut midway = false;
-        let walked = self.walk_export(ids, true, |(s, cs, refs, events, w)| {
+        let skip_missing = present.is_some();
+        let walked = self.walk_export(ids, true, skip_missing, |(s, cs, refs, events, w)| {
             midway = true;
+            if let Some(p) = present.as_deref_mut() {
+                p.insert(s.session_id.to_string());
+            }
             self.opts.interrupt.check()?;
             let mut line = jsonl::render(s, *cs, refs, events, w)
                 .map_err(|e| Error::internal(format!("cannot render a session: {e}")))?;
@@ -199,6 +206,28 @@ impl Ledger {
     /// an [`Error::Incomplete`]'s report
     /// then has `out` null (nothing was written to `path`).
     pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
+        self.jsonl_file(ids, path, None)
+    }
+
+    /// [`Ledger::export_jsonl_file`] of those of `ids` that still exist
+    /// (a purge's export: a session another purge removed since the plan
+    /// is left out, not an error); the report, and the ids written.
+    pub(super) fn export_present_jsonl_file(
+        &self,
+        ids: &[String],
+        path: &Path,
+    ) -> Result<(ExportReport, HashSet<String>)> {
+        let mut present = HashSet::new();
+        let report = self.jsonl_file(ids, path, Some(&mut present))?;
+        Ok((report, present))
+    }
+
+    fn jsonl_file(
+        &self,
+        ids: &[String],
+        path: &Path,
+        present: Option<&mut HashSet<String>>,
+    ) -> Result<ExportReport> {
         // Before anything is read: a folder cannot be renamed over, so the
         // whole export would be done for nothing (attack report #13).
         if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
@@ -213,7 +242,7 @@ impl Ledger {
         let mut file = PrivateFile::create(path, &self.own_files()?, "out")?;
         let mut report = export_report(ExportFormat::Jsonl, None);
         let done = self
-            .jsonl_into(ids, file.writer(), &mut report)
+            .jsonl_into(ids, file.writer(), &mut report, present)
             .and_then(|()| {
                 file.finish().map_err(|error| Failed {
                     error,
@@ -256,7 +285,7 @@ impl Ledger {
         crate::transfer::source::create_private_dirs(&sessions_dir)?;
         let mut report = export_report(ExportFormat::Phelix, Some(dir.display().to_string()));
         let mut midway = false;
-        let walked = self.walk_export(ids, false, |(s, _, _, events, _)| {
+        let walked = self.walk_export(ids, false, false, |(s, _, _, events, _)| {
             midway = true;
             self.opts.interrupt.check()?;
             let text = phelix::render(s, events)

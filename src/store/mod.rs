@@ -229,6 +229,10 @@ pub trait Tx {
     fn find_session(&mut self, id: &str) -> Result<Option<Session>>;
     /// Whether the session exists.
     fn session_exists(&mut self, id: &str) -> Result<bool>;
+    /// Whether a session exists, holding it (on PostgreSQL, FOR KEY SHARE
+    /// until the transaction ends) so that a purge cannot remove it while
+    /// a child is created under it. In write transactions only.
+    fn lock_session_key(&mut self, id: &str) -> Result<bool>;
     /// The session's status (as stored) and rev.
     fn select_status_rev(&mut self, id: &str) -> Result<Option<(String, i64)>>;
     /// Status, rev, `updated_at_ms` and usage sums.
@@ -318,6 +322,14 @@ pub trait Tx {
     fn select_snapshots(&mut self, id: &str) -> Result<Vec<SnapshotRow>>;
     /// The snapshot at `seq` (or the newest), with its state.
     fn find_snapshot(&mut self, id: &str, seq: Option<i64>) -> Result<Option<SnapshotRow>>;
+    /// What the checkpoint event at `seq` records of its snapshot:
+    /// `(sha256 hex, size in bytes)`, each `None` when absent; `None` when
+    /// there is no such event.
+    fn snapshot_record(
+        &mut self,
+        id: &str,
+        seq: i64,
+    ) -> Result<Option<(Option<String>, Option<i64>)>>;
     /// The session's gates, oldest first.
     fn select_gates(&mut self, id: &str) -> Result<Vec<GateFull>>;
     /// The newest round of gate `name`.
@@ -453,9 +465,28 @@ pub trait Tx {
     fn purge_progress(&mut self, purge_id: i64) -> Result<Option<PurgeProgress>>;
     /// Records a purge; its id.
     fn insert_purge(&mut self, p: &NewPurge<'_>) -> Result<i64>;
-    /// Writes the tombstone and deletes the session's rows (the triggers
-    /// check both); the rows deleted.
-    fn purge_session(&mut self, t: &Tombstone) -> Result<u64>;
+    /// Writes the tombstone; its trigger checks it and deletes the
+    /// session's rows in the same statement (docs/schema.md, "Retention").
+    fn purge_session(&mut self, t: &Tombstone) -> Result<()>;
+    /// The session `id` as a purge finds it now, inside its write
+    /// transaction; `None` once it is gone. On PostgreSQL this first takes
+    /// its row FOR UPDATE, so a create under it (which holds the parent FOR
+    /// KEY SHARE) is either seen here or waits for the purge.
+    fn purge_recheck(&mut self, id: &str) -> Result<Option<retention::PurgeRecheck>>;
+    /// Records how a purge ended.
+    fn insert_purge_end(&mut self, e: &retention::PurgeEnd) -> Result<()>;
+    /// Every unfinished purge: `(purge_id, filter)`, oldest first.
+    fn open_purges_any(&mut self) -> Result<Vec<(i64, String)>>;
+    /// Session ids of up to `limit` tombstones whose session incarnation
+    /// still exists (written without their deletes, before V8).
+    fn stray_tombstones(&mut self, limit: i64) -> Result<Vec<String>>;
+    /// Declares this write transaction logbook's own recording of a purge
+    /// or an imported audit trail, as `actor` (`cli`, `mcp`, `lib`): the
+    /// schema refuses a purge record claiming logbook from raw SQL
+    /// (docs/schema.md, "Retention"). SQLite knows logbook's connections
+    /// by the function they define; PostgreSQL by `SET LOCAL
+    /// logbook.writer`.
+    fn declare_writer(&mut self, actor: &str) -> Result<()>;
     /// A session id's newest tombstone.
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>>;
     /// Up to `limit` tombstones after `(session_id, insert_seq)`.

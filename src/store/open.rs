@@ -243,6 +243,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
     conn.pragma_update(None, "cache_size", -i64::from(cfg.page_cache_kib))
         .map_err(db_err)?;
     conn.set_prepared_statement_cache_capacity(64);
+    define_writer(&conn).map_err(db_err)?;
 
     if probe.user_version < migrate::latest_version() {
         migrate::migrate(&conn, &display).map_err(|e| match e {
@@ -251,6 +252,21 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         })?;
     }
     Ok(conn)
+}
+
+/// Defines `logbook_writer()` on a read-write connection: the schema's
+/// retention triggers accept a purge record claiming the CLI, MCP or the
+/// library only from a connection that defines it (docs/schema.md,
+/// "Retention"); raw SQL (the `sqlite3` shell, any client that has not
+/// defined it) records actor `sql`. It returns 1.
+fn define_writer(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        "logbook_writer",
+        0,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8
+            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC,
+        |_| Ok(1i64),
+    )
 }
 
 /// What every connection does before it trusts the file, read-write or

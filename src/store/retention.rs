@@ -171,25 +171,6 @@ pub const INSERT_TOMBSTONE: &str = "INSERT INTO tombstones (session_id, insert_s
      last_hash, bytes, purged_at_ms) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
-/// The statements that delete one tombstoned session's rows (?1 the
-/// session, ?2 its insert_seq), children first. Tags by the session's own
-/// tag list, so each delete walks its table's primary key.
-pub const DELETE_SESSION_ROWS: [&str; 11] = [
-    "DELETE FROM idempotency_keys WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_snapshots WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_gates WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_leases WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_budgets WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM runs WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_refs WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_tags WHERE insert_seq = ?2 AND session_id = ?1 \
-     AND tag IN (SELECT value FROM json_each((SELECT tags FROM sessions WHERE insert_seq = ?2))) \
-     AND created_at_ms = (SELECT created_at_ms FROM sessions WHERE insert_seq = ?2)",
-    "DELETE FROM events WHERE session_id = ?1 AND ?2 IS NOT NULL",
-    "DELETE FROM session_data WHERE insert_seq = ?2 AND session_id = ?1",
-    "DELETE FROM sessions WHERE insert_seq = ?2 AND session_id = ?1",
-];
-
 /// The tombstones of a session id, newest incarnation first.
 const TOMBSTONE_COLUMNS: &str = "session_id, insert_seq, title, status, app, parent_session_id, \
      created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, purge_id, purged_at_ms";
@@ -315,8 +296,9 @@ pub fn insert_purge(conn: &Connection, p: &NewPurge<'_>) -> rusqlite::Result<i64
     Ok(conn.last_insert_rowid())
 }
 
-/// Writes `t`'s tombstone and deletes the session's rows; the rows deleted.
-pub fn purge_session(conn: &Connection, t: &Tombstone) -> rusqlite::Result<u64> {
+/// Writes `t`'s tombstone; its `tombstones_purge_rows` trigger deletes
+/// the session's rows in the same statement.
+pub fn purge_session(conn: &Connection, t: &Tombstone) -> rusqlite::Result<()> {
     let s = &t.session;
     conn.prepare_cached(INSERT_TOMBSTONE)?.execute(params![
         s.session_id,
@@ -334,14 +316,101 @@ pub fn purge_session(conn: &Connection, t: &Tombstone) -> rusqlite::Result<u64> 
         s.bytes,
         t.purged_at_ms
     ])?;
-    let mut rows = 0u64;
-    for sql in DELETE_SESSION_ROWS {
-        let n = conn
-            .prepare_cached(sql)?
-            .execute(params![s.session_id, s.insert_seq])?;
-        rows += n as u64;
-    }
-    Ok(rows)
+    Ok(())
+}
+
+/// A session as a purge finds it inside its write transaction, just
+/// before the tombstone: what it is now, whether it has gained a live
+/// descendant, and whether a tombstone of this incarnation exists already
+/// (one written before V8 by raw SQL without its deletes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeRecheck {
+    /// The session now.
+    pub candidate: PurgeCandidate,
+    /// A descendant is pending, active or paused.
+    pub live_descendant: bool,
+    /// A tombstone of this incarnation exists.
+    pub stray_tombstone: bool,
+}
+
+/// Whether a session has a live descendant (?1 the session).
+pub const LIVE_DESCENDANT: &str = "WITH RECURSIVE down(id) AS ( \
+     SELECT session_id FROM sessions WHERE parent_session_id = ?1 \
+     UNION SELECT s.session_id FROM sessions s JOIN down ON s.parent_session_id = down.id) \
+     SELECT EXISTS (SELECT 1 FROM sessions s JOIN down ON s.session_id = down.id \
+      WHERE s.status = 'pending' OR s.status = 'active' OR s.status = 'paused')";
+
+/// Whether a tombstone of (?1, ?2) exists.
+pub const TOMBSTONE_EXISTS: &str =
+    "SELECT EXISTS (SELECT 1 FROM tombstones WHERE session_id = ?1 AND insert_seq = ?2)";
+
+/// The session `id` as a purge finds it now (see [`PurgeRecheck`]).
+pub fn recheck(conn: &Connection, id: &str) -> rusqlite::Result<Option<PurgeRecheck>> {
+    let Some(candidate) = candidate(conn, id)? else {
+        return Ok(None);
+    };
+    let live_descendant = conn
+        .prepare_cached(LIVE_DESCENDANT)?
+        .query_row([id], |r| r.get(0))?;
+    let stray_tombstone = conn
+        .prepare_cached(TOMBSTONE_EXISTS)?
+        .query_row(params![id, candidate.insert_seq], |r| r.get(0))?;
+    Ok(Some(PurgeRecheck {
+        candidate,
+        live_descendant,
+        stray_tombstone,
+    }))
+}
+
+/// How a purge ended (table `purge_ends`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgeEnd {
+    /// The purge.
+    pub purge_id: i64,
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// `done` (it ran to its end) or `superseded` (unfinished, and its
+    /// filter chooses nothing any more: other purges removed the rest).
+    pub outcome: &'static str,
+    /// Sessions it chose but did not purge.
+    pub skipped: i64,
+}
+
+/// Records a purge's end.
+/// Records a purge's end, once (a second end of the same purge, by a
+/// concurrent run of it, inserts nothing).
+pub const INSERT_PURGE_END: &str = "INSERT INTO purge_ends (purge_id, at_ms, outcome, skipped) \
+     SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM purge_ends WHERE purge_id = ?1)";
+
+/// Every unfinished purge: its id and filter, oldest first.
+pub const OPEN_PURGES_ANY: &str =
+    "SELECT purge_id, filter FROM v_purges WHERE done = 0 ORDER BY purge_id";
+
+/// Records a purge's end.
+pub fn insert_purge_end(conn: &Connection, e: &PurgeEnd) -> rusqlite::Result<()> {
+    conn.prepare_cached(INSERT_PURGE_END)?
+        .execute(params![e.purge_id, e.at_ms, e.outcome, e.skipped])?;
+    Ok(())
+}
+
+/// Every unfinished purge's id and filter.
+pub fn open_purges_any(conn: &Connection) -> rusqlite::Result<Vec<(i64, String)>> {
+    let mut stmt = conn.prepare_cached(OPEN_PURGES_ANY)?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// Tombstones whose session incarnation still exists (written before V8
+/// by raw SQL without their deletes): up to `limit`, by session id.
+pub const STRAY_TOMBSTONES: &str = "SELECT t.session_id FROM tombstones t \
+     JOIN sessions s ON s.session_id = t.session_id AND s.insert_seq = t.insert_seq \
+     ORDER BY t.session_id LIMIT ?1";
+
+/// Session ids of up to `limit` stray tombstones.
+pub fn stray_tombstones(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(STRAY_TOMBSTONES)?;
+    let rows = stmt.query_map([limit], |r| r.get(0))?;
+    rows.collect()
 }
 
 /// A session id's newest tombstone.

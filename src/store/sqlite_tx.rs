@@ -145,6 +145,11 @@ impl Tx for SqliteTx<'_> {
         ss::session_exists(self.conn, id).map_err(db)
     }
 
+    fn lock_session_key(&mut self, id: &str) -> Result<bool> {
+        // The write transaction holds the whole file.
+        ss::session_exists(self.conn, id).map_err(db)
+    }
+
     fn select_status_rev(&mut self, id: &str) -> Result<Option<(String, i64)>> {
         ss::select_status_rev(self.conn, id).map_err(db)
     }
@@ -304,6 +309,14 @@ impl Tx for SqliteTx<'_> {
 
     fn find_snapshot(&mut self, id: &str, seq: Option<i64>) -> Result<Option<SnapshotRow>> {
         ws::find_snapshot(self.conn, id, seq).map_err(db)
+    }
+
+    fn snapshot_record(
+        &mut self,
+        id: &str,
+        seq: i64,
+    ) -> Result<Option<(Option<String>, Option<i64>)>> {
+        ws::snapshot_record(self.conn, id, seq).map_err(db)
     }
 
     fn select_gates(&mut self, id: &str) -> Result<Vec<GateFull>> {
@@ -574,8 +587,30 @@ impl Tx for SqliteTx<'_> {
         rt::insert_purge(self.conn, p).map_err(db)
     }
 
-    fn purge_session(&mut self, t: &Tombstone) -> Result<u64> {
+    fn purge_session(&mut self, t: &Tombstone) -> Result<()> {
         rt::purge_session(self.conn, t).map_err(db)
+    }
+
+    fn purge_recheck(&mut self, id: &str) -> Result<Option<rt::PurgeRecheck>> {
+        rt::recheck(self.conn, id).map_err(db)
+    }
+
+    fn insert_purge_end(&mut self, e: &rt::PurgeEnd) -> Result<()> {
+        rt::insert_purge_end(self.conn, e).map_err(db)
+    }
+
+    fn open_purges_any(&mut self) -> Result<Vec<(i64, String)>> {
+        rt::open_purges_any(self.conn).map_err(db)
+    }
+
+    fn stray_tombstones(&mut self, limit: i64) -> Result<Vec<String>> {
+        rt::stray_tombstones(self.conn, limit).map_err(db)
+    }
+
+    fn declare_writer(&mut self, _actor: &str) -> Result<()> {
+        // Every connection logbook opens defines `logbook_writer()`
+        // (store/open.rs), which the triggers look for.
+        Ok(())
     }
 
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>> {

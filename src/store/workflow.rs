@@ -92,6 +92,28 @@ pub fn find_snapshot(
     }
 }
 
+/// What the checkpoint event at ?2 records of its snapshot: SHA-256 hex
+/// and size in bytes. ?1 id.
+pub const SELECT_SNAPSHOT_RECORD: &str = "SELECT json_extract(data, '$.snapshot.sha256'), \
+     json_extract(data, '$.snapshot.size_bytes') FROM events \
+     WHERE session_id = ?1 AND seq = ?2 AND type = 'checkpoint'";
+
+/// What the checkpoint event at `seq` records of its snapshot.
+pub fn snapshot_record(
+    conn: &Connection,
+    id: &str,
+    seq: i64,
+) -> rusqlite::Result<Option<(Option<String>, Option<i64>)>> {
+    conn.prepare_cached(SELECT_SNAPSHOT_RECORD)?
+        .query_row(params![id, seq], |r| {
+            // A value of another type than recorded is no record.
+            let sha = r.get::<_, Option<String>>(0).unwrap_or(None);
+            let size = r.get::<_, Option<i64>>(1).unwrap_or(None);
+            Ok((sha, size))
+        })
+        .optional()
+}
+
 // ---- gates ----
 
 /// Every gate of a session (sorted by gate_id in Rust).

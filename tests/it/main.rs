@@ -58,6 +58,7 @@ mod readonly_media;
 mod replaced;
 mod replays;
 mod resolve;
+mod retention_guards;
 mod runs;
 mod runs_ending;
 mod runs_store;

@@ -53,7 +53,7 @@ pub fn seed(env: &TestEnv, lines: &str) {
 
 /// An ended session through the CLI: created in `app`, one checkpoint,
 /// completed; with `parent`, a child of it.
-fn ended(env: &TestEnv, app: &str, parent: Option<&str>) -> String {
+pub fn ended(env: &TestEnv, app: &str, parent: Option<&str>) -> String {
     let mut a = vec!["--title", "work", "--app", app, "--tag", "t1"];
     if let Some(p) = parent {
         a.extend_from_slice(&["--parent", p]);
@@ -65,11 +65,11 @@ fn ended(env: &TestEnv, app: &str, parent: Option<&str>) -> String {
     id
 }
 
-fn count(env: &TestEnv, table: &str) -> i64 {
+pub fn count(env: &TestEnv, table: &str) -> i64 {
     env.scalar(&format!("SELECT count(*) FROM {table}"))
 }
 
-fn purge(env: &TestEnv, args: &[&str]) -> Value {
+pub fn purge(env: &TestEnv, args: &[&str]) -> Value {
     let mut a = vec!["purge"];
     a.extend_from_slice(args);
     a.push("--yes");
@@ -376,7 +376,7 @@ fn export_then_purge_then_import_restores_the_sessions_byte_identically() {
 
 /// Raw SQL that tombstones `id` under purge `pid` (a tombstone that tells
 /// the truth), on either engine.
-fn raw_tombstone_sql(id: &str, pid: i64) -> String {
+pub fn raw_tombstone_sql(id: &str, pid: i64) -> String {
     format!(
         "INSERT INTO tombstones (session_id, insert_seq, purge_id, title, status, app, \
          parent_session_id, created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, \

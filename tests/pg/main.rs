@@ -104,6 +104,8 @@ mod readonly;
 mod replays;
 #[path = "../it/resolve.rs"]
 mod resolve;
+#[path = "../it/retention_guards.rs"]
+mod retention_guards;
 #[path = "../it/runs.rs"]
 mod runs;
 #[path = "../it/runs_ending.rs"]

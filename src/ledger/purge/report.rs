@@ -95,10 +95,39 @@ pub struct PurgeReport {
     pub longest_batch_ms: f64,
     /// The purge's totals over every run of it.
     pub total: Option<PurgeProgressInfo>,
+    /// Sessions it chose but did not purge, by reason (never an error).
+    pub skipped: PurgeSkips,
+    /// Unfinished purges this run closed as superseded: their filters
+    /// choose nothing any more (other purges removed the rest).
+    pub superseded: Vec<i64>,
     /// The export written first, if asked.
     pub export: Option<crate::transfer::ExportReport>,
     /// What happened to the space (SQLite); null on a server.
     pub space: Option<SpaceReport>,
+}
+
+/// Sessions a purge chose but did not purge, by reason. Each is checked
+/// again inside the batch that would remove it, under the write lock (on
+/// PostgreSQL with its row held FOR UPDATE).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PurgeSkips {
+    /// Gone before its batch: another purge removed it meanwhile (or it
+    /// was not there any more when the export read it).
+    pub gone: u64,
+    /// It gained a live descendant since the plan (a session created or
+    /// forked under it).
+    pub live_descendant: u64,
+    /// A tombstone of this very incarnation exists beside it: written by
+    /// raw SQL without its deletes before schema V8; `doctor` reports it
+    /// (check `stray_tombstones`).
+    pub stray_tombstone: u64,
+}
+
+impl PurgeSkips {
+    /// All skipped sessions.
+    pub fn total(&self) -> u64 {
+        self.gone + self.live_descendant + self.stray_tombstone
+    }
 }
 
 /// Space on SQLite after a purge.

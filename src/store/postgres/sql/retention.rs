@@ -7,7 +7,9 @@
 use super::super::tx::PgTx;
 use super::{col, int};
 use crate::error::Result;
-use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use crate::store::retention::{
+    NewPurge, PurgeCandidate, PurgeEnd, PurgeProgress, PurgeRecheck, PurgeScan, Tombstone,
+};
 use postgres::types::Type;
 use postgres::Row;
 
@@ -62,24 +64,6 @@ const INSERT_TOMBSTONE: &str = "INSERT INTO tombstones (session_id, insert_seq, 
      title, status, app, parent_session_id, created_at_ms, ended_at_ms, events, last_event_id, \
      last_hash, bytes, purged_at_ms) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
-
-/// One tombstoned session's deletes ($1 the session, $2 its insert_seq),
-/// children first.
-const DELETE_SESSION_ROWS: [&str; 11] = [
-    "DELETE FROM idempotency_keys WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_snapshots WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_gates WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_leases WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_budgets WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM runs WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_refs WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_tags t USING sessions s WHERE s.insert_seq = $2 AND s.session_id = $1 \
-     AND t.insert_seq = s.insert_seq AND t.created_at_ms = s.created_at_ms \
-     AND t.tag IN (SELECT json_array_elements_text(s.tags::json))",
-    "DELETE FROM events WHERE session_id = $1 AND $2::bigint IS NOT NULL",
-    "DELETE FROM session_data WHERE insert_seq = $2 AND session_id = $1",
-    "DELETE FROM sessions WHERE insert_seq = $2 AND session_id = $1",
-];
 
 const TOMBSTONE_COLUMNS: &str = "session_id, insert_seq, title, status, app, parent_session_id, \
      created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, purge_id, purged_at_ms";
@@ -229,8 +213,9 @@ pub fn insert_purge(tx: &mut PgTx<'_>, p: &NewPurge<'_>) -> Result<i64> {
     col(&r, 0)
 }
 
-/// Writes the tombstone, then deletes the session's rows.
-pub fn purge_session(tx: &mut PgTx<'_>, t: &Tombstone) -> Result<u64> {
+/// Writes the tombstone; its trigger deletes the session's rows in the
+/// same statement.
+pub fn purge_session(tx: &mut PgTx<'_>, t: &Tombstone) -> Result<()> {
     let s = &t.session;
     tx.exec(
         INSERT_TOMBSTONE,
@@ -251,14 +236,89 @@ pub fn purge_session(tx: &mut PgTx<'_>, t: &Tombstone) -> Result<u64> {
             (&t.purged_at_ms, Type::INT8),
         ],
     )?;
-    let mut rows = 0;
-    for sql in DELETE_SESSION_ROWS {
-        rows += tx.exec(
-            sql,
-            &[(&s.session_id, Type::TEXT), (&s.insert_seq, Type::INT8)],
-        )?;
+    Ok(())
+}
+
+/// Takes the session's row FOR UPDATE (a create under it waits, and one
+/// that holds it FOR KEY SHARE is waited for), so the statements after it
+/// see every child committed before.
+const LOCK_FOR_PURGE: &str = "SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE";
+
+const LIVE_DESCENDANT: &str = "WITH RECURSIVE down(id) AS ( \
+     SELECT session_id FROM sessions WHERE parent_session_id = $1 \
+     UNION SELECT s.session_id FROM sessions s JOIN down ON s.parent_session_id = down.id) \
+     SELECT EXISTS (SELECT 1 FROM sessions s JOIN down ON s.session_id = down.id \
+      WHERE s.status IN ('pending', 'active', 'paused')), \
+     EXISTS (SELECT 1 FROM tombstones t JOIN sessions s ON s.session_id = t.session_id \
+      AND s.insert_seq = t.insert_seq WHERE t.session_id = $1)";
+
+/// The session as a purge finds it once its row is held.
+pub fn recheck(tx: &mut PgTx<'_>, id: &str) -> Result<Option<PurgeRecheck>> {
+    if tx.row(LOCK_FOR_PURGE, &[(&id, Type::TEXT)])?.is_none() {
+        return Ok(None);
     }
-    Ok(rows)
+    let Some(candidate) = candidate(tx, id)? else {
+        return Ok(None);
+    };
+    let r = tx.one(LIVE_DESCENDANT, &[(&id, Type::TEXT)])?;
+    Ok(Some(PurgeRecheck {
+        candidate,
+        live_descendant: col(&r, 0)?,
+        stray_tombstone: col(&r, 1)?,
+    }))
+}
+
+/// Once: a concurrent run of the same purge that ends too inserts nothing.
+const INSERT_PURGE_END: &str = "INSERT INTO purge_ends (purge_id, at_ms, outcome, skipped) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (purge_id) DO NOTHING";
+
+const OPEN_PURGES_ANY: &str =
+    "SELECT purge_id, filter FROM v_purges WHERE done = 0 ORDER BY purge_id";
+
+const STRAY_TOMBSTONES: &str = "SELECT t.session_id FROM tombstones t \
+     JOIN sessions s ON s.session_id = t.session_id AND s.insert_seq = t.insert_seq \
+     ORDER BY t.session_id LIMIT $1";
+
+/// Marks this transaction as logbook's own recording of a purge (the
+/// triggers read `logbook.writer`; `SET LOCAL`, so it ends with the
+/// transaction).
+const DECLARE_WRITER: &str = "SELECT set_config('logbook.writer', $1, true)";
+
+/// Records a purge's end.
+pub fn insert_purge_end(tx: &mut PgTx<'_>, e: &PurgeEnd) -> Result<()> {
+    tx.exec(
+        INSERT_PURGE_END,
+        &[
+            (&e.purge_id, Type::INT8),
+            (&e.at_ms, Type::INT8),
+            (&e.outcome, Type::TEXT),
+            (&e.skipped, Type::INT8),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Every unfinished purge's id and filter.
+pub fn open_purges_any(tx: &mut PgTx<'_>) -> Result<Vec<(i64, String)>> {
+    tx.rows(OPEN_PURGES_ANY, &[])?
+        .iter()
+        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+        .collect()
+}
+
+/// Session ids of up to `limit` stray tombstones.
+pub fn stray_tombstones(tx: &mut PgTx<'_>, limit: i64) -> Result<Vec<String>> {
+    tx.rows(STRAY_TOMBSTONES, &[(&limit, Type::INT8)])?
+        .iter()
+        .map(|r| col(r, 0))
+        .collect()
+}
+
+/// Declares this transaction logbook's own, as `actor` (`cli`, `mcp`,
+/// `lib`).
+pub fn declare_writer(tx: &mut PgTx<'_>, actor: &str) -> Result<()> {
+    tx.row(DECLARE_WRITER, &[(&actor, Type::TEXT)])?;
+    Ok(())
 }
 
 /// A session id's newest tombstone.

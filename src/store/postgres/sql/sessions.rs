@@ -51,6 +51,11 @@ pub const SELECT_SESSION: &str = concat!(session_select!(""), " WHERE s.session_
 /// Whether a session exists.
 pub const SESSION_EXISTS: &str = "SELECT 1 FROM sessions WHERE session_id = $1";
 
+/// Whether a session exists, holding its row FOR KEY SHARE until the
+/// transaction ends: a purge of it (FOR UPDATE) waits, so no child is
+/// created under a session being purged.
+pub const SESSION_KEY_SHARE: &str = "SELECT 1 FROM sessions WHERE session_id = $1 FOR KEY SHARE";
+
 /// Status and rev of one session (to diagnose a refused UPDATE).
 pub const SELECT_STATUS_REV: &str = "SELECT status, rev FROM sessions WHERE session_id = $1";
 

@@ -161,6 +161,28 @@ pub fn find_snapshot(tx: &mut PgTx<'_>, id: &str, seq: Option<i64>) -> Result<Op
     row.map(|r| map_snapshot(&r, true)).transpose()
 }
 
+const SELECT_SNAPSHOT_RECORD: &str = "SELECT (data::json #>> '{snapshot,sha256}'), \
+     (data::json #>> '{snapshot,size_bytes}') FROM events \
+     WHERE session_id = $1 AND seq = $2 AND type = 'checkpoint'";
+
+/// What the checkpoint event at `seq` records of its snapshot.
+pub fn snapshot_record(
+    tx: &mut PgTx<'_>,
+    id: &str,
+    seq: i64,
+) -> Result<Option<(Option<String>, Option<i64>)>> {
+    let Some(r) = tx.row(
+        SELECT_SNAPSHOT_RECORD,
+        &[(&id, Type::TEXT), (&seq, Type::INT8)],
+    )?
+    else {
+        return Ok(None);
+    };
+    let sha: Option<String> = col(&r, 0)?;
+    let size: Option<String> = col(&r, 1)?;
+    Ok(Some((sha, size.and_then(|s| s.parse().ok()))))
+}
+
 fn map_gate(r: &Row) -> Result<GateRow> {
     Ok(GateRow {
         gate_id: col(r, 0)?,

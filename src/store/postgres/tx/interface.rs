@@ -10,7 +10,9 @@ use super::PgTx;
 use crate::error::LatestEvent;
 use crate::error::Result;
 use crate::model::{Event, Run, Session, Usage};
-use crate::store::retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use crate::store::retention::{
+    NewPurge, PurgeCandidate, PurgeEnd, PurgeProgress, PurgeRecheck, PurgeScan, Tombstone,
+};
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
@@ -50,6 +52,10 @@ impl Tx for PgTx<'_> {
 
     fn session_exists(&mut self, id: &str) -> Result<bool> {
         self.exists(ps::SESSION_EXISTS, id)
+    }
+
+    fn lock_session_key(&mut self, id: &str) -> Result<bool> {
+        self.exists(ps::SESSION_KEY_SHARE, id)
     }
 
     fn select_status_rev(&mut self, id: &str) -> Result<Option<(String, i64)>> {
@@ -189,6 +195,14 @@ impl Tx for PgTx<'_> {
 
     fn find_snapshot(&mut self, id: &str, seq: Option<i64>) -> Result<Option<SnapshotRow>> {
         pw::find_snapshot(self, id, seq)
+    }
+
+    fn snapshot_record(
+        &mut self,
+        id: &str,
+        seq: i64,
+    ) -> Result<Option<(Option<String>, Option<i64>)>> {
+        pw::snapshot_record(self, id, seq)
     }
 
     fn select_gates(&mut self, id: &str) -> Result<Vec<GateFull>> {
@@ -403,8 +417,28 @@ impl Tx for PgTx<'_> {
         prt::insert_purge(self, p)
     }
 
-    fn purge_session(&mut self, t: &Tombstone) -> Result<u64> {
+    fn purge_session(&mut self, t: &Tombstone) -> Result<()> {
         prt::purge_session(self, t)
+    }
+
+    fn purge_recheck(&mut self, id: &str) -> Result<Option<PurgeRecheck>> {
+        prt::recheck(self, id)
+    }
+
+    fn insert_purge_end(&mut self, e: &PurgeEnd) -> Result<()> {
+        prt::insert_purge_end(self, e)
+    }
+
+    fn open_purges_any(&mut self) -> Result<Vec<(i64, String)>> {
+        prt::open_purges_any(self)
+    }
+
+    fn stray_tombstones(&mut self, limit: i64) -> Result<Vec<String>> {
+        prt::stray_tombstones(self, limit)
+    }
+
+    fn declare_writer(&mut self, actor: &str) -> Result<()> {
+        prt::declare_writer(self, actor)
     }
 
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>> {

@@ -1,0 +1,408 @@
+//! Retention against races and raw SQL (docs/schema.md, "Retention"): a
+//! purge racing creates under its sessions, concurrent purges, tombstones
+//! written by raw SQL, forged purge records, stray tombstones, replaced
+//! snapshots. Backend-neutral: each runs on SQLite and on the server.
+
+use crate::common::*;
+use crate::purge::{count, ended, purge, raw_tombstone_sql, seed, seed_lines};
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The seeded session ids of [`seed_lines`] with this salt.
+fn seeded_ids(n: usize, salt: u32) -> Vec<String> {
+    (0..n).map(|i| format!("ses_{salt:08x}{i:08x}")).collect()
+}
+
+/// Live sessions whose parent is not a session here (purged).
+fn live_children_of_purged(env: &TestEnv) -> i64 {
+    env.scalar(
+        "SELECT count(*) FROM sessions c WHERE c.status IN ('pending', 'active', 'paused') \
+         AND c.parent_session_id IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.session_id = c.parent_session_id)",
+    )
+}
+
+fn open_purges(env: &TestEnv) -> i64 {
+    env.scalar("SELECT count(*) FROM v_purges WHERE done = 0")
+}
+
+#[test]
+fn a_purge_racing_creates_under_its_sessions_leaves_no_live_child_under_a_purged_parent() {
+    let env = TestEnv::new();
+    let n = 300;
+    seed(
+        &env,
+        &seed_lines(n, 3, "r", now_ms() - 10_000, "completed", 0xa1),
+    );
+    let ids = seeded_ids(n, 0xa1);
+    let done = AtomicBool::new(false);
+    let (purges, creates) = std::thread::scope(|s| {
+        let creators: Vec<_> = (0..4usize)
+            .map(|k| {
+                let (env, ids, done) = (&env, &ids, &done);
+                s.spawn(move || {
+                    let mut runs = Vec::new();
+                    let mut i = k;
+                    while !done.load(Ordering::SeqCst) && runs.len() < 300 {
+                        let parent = &ids[(i * 37) % ids.len()];
+                        i += 4;
+                        let r: Run = env
+                            .cli(&[
+                                "session", "create", "--title", "child", "--app", "child",
+                                "--parent", parent,
+                            ])
+                            .output()
+                            .expect("spawn")
+                            .into();
+                        runs.push((parent.clone(), r));
+                    }
+                    runs
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let purges: Vec<Run> = (0..3)
+            .map(|_| env.json(&["purge", "--app", "r", "--yes"]))
+            .collect();
+        done.store(true, Ordering::SeqCst);
+        let creates: Vec<(String, Run)> = creators
+            .into_iter()
+            .flat_map(|c| c.join().expect("creator"))
+            .collect();
+        (purges, creates)
+    });
+    for p in &purges {
+        assert_eq!(p.code, 0, "a purge failed:\n{}\n{}", p.stdout, p.stderr);
+    }
+    let mut made = 0;
+    for (parent, r) in &creates {
+        if r.code == 0 {
+            made += 1;
+        } else {
+            // The parent was purged first: the create is refused, coded.
+            let e = assert_error(r, "SESSION_NOT_FOUND", 3);
+            assert_eq!(e["details"]["session_id"], parent.as_str(), "{}", r.stdout);
+        }
+    }
+    assert!(made > 0, "no create succeeded");
+    assert_eq!(live_children_of_purged(&env), 0);
+    // Once the creates are over, a last purge takes every parent left
+    // without a live child; exactly the parents of live children stay.
+    purge(&env, &["--app", "r"]);
+    assert_eq!(
+        env.scalar("SELECT count(*) FROM sessions WHERE app = 'r'"),
+        env.scalar(
+            "SELECT count(DISTINCT parent_session_id) FROM sessions \
+             WHERE app = 'child' AND status = 'active'"
+        )
+    );
+    assert_eq!(
+        env.scalar("SELECT count(*) FROM sessions WHERE app = 'child'"),
+        made
+    );
+    assert_eq!(open_purges(&env), 0);
+    env.json(&["verify"]).data();
+    env.json(&["doctor"]).data();
+}
+
+#[test]
+fn concurrent_purges_each_finish_and_leave_no_open_record() {
+    let env = TestEnv::new();
+    let n = 400;
+    let t0 = now_ms() - 10_000;
+    seed(&env, &seed_lines(n, 3, "r", t0, "completed", 0xb2));
+    let before = (t0 + 300).to_string();
+    let export = env.dir.path().join("purged.jsonl");
+    let runs = race(
+        env.dir.path(),
+        vec![
+            env.cli(&["purge", "--app", "r", "--yes"]),
+            env.cli(&["purge", "--status", "completed", "--yes"]),
+            env.cli(&["purge", "--ended-before", &before, "--yes"]),
+            env.cli(&[
+                "purge",
+                "--app",
+                "r",
+                "--status",
+                "completed",
+                "--export",
+                export.to_str().unwrap(),
+                "--yes",
+            ]),
+        ],
+    );
+    let mut purged = 0;
+    for r in &runs {
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let d = r.data();
+        purged += d["sessions"].as_i64().unwrap();
+        // Whatever another purge took is skipped and counted, not an error.
+        let skipped = &d["skipped"];
+        assert_eq!(skipped["live_descendant"], 0, "{d}");
+        assert_eq!(skipped["stray_tombstone"], 0, "{d}");
+        assert_eq!(
+            d["sessions"].as_i64().unwrap() + skipped["gone"].as_i64().unwrap(),
+            d["plan"]["sessions"].as_i64().unwrap(),
+            "{d}"
+        );
+    }
+    assert_eq!(purged, n as i64, "each session purged exactly once");
+    assert_eq!(count(&env, "sessions"), 0);
+    assert_eq!(count(&env, "tombstones"), n as i64);
+    assert_eq!(open_purges(&env), 0);
+    // Each record ended: done, or superseded when another run found its
+    // filter had nothing left before it recorded its own end.
+    assert_eq!(
+        env.scalar("SELECT count(*) FROM purge_ends"),
+        env.scalar("SELECT count(*) FROM purges")
+    );
+    // The export holds every session its purge chose that was still there
+    // when it was written: at least all it removed itself, and with what
+    // it skipped as gone, all it chose.
+    let lines = std::fs::read_to_string(&export).unwrap_or_default();
+    let exported = lines.lines().count() as i64;
+    let d = runs[3].data();
+    assert_eq!(d["export"]["sessions"].as_i64(), Some(exported), "{d}");
+    assert!(exported >= d["sessions"].as_i64().unwrap(), "{d}");
+    // Nothing is left to go on with.
+    let plan = env.json(&["purge", "--app", "r", "--dry-run"]).data();
+    assert_eq!(plan["resumes"], Value::Null, "{plan}");
+    assert_eq!(plan["sessions"], 0);
+}
+
+#[test]
+fn an_unfinished_purge_whose_sessions_another_purge_removed_is_closed_as_superseded() {
+    let env = TestEnv::new();
+    let t0 = now_ms() - 10_000;
+    seed(&env, &seed_lines(120, 3, "a", t0, "completed", 0xc3));
+    // A purge stopped after its first batch (50 sessions) stays open.
+    let mut opts = logbook::LedgerOptions::at(&env.db);
+    let stop = logbook::Interrupt::new();
+    opts.interrupt = stop.clone();
+    let lg = logbook::Ledger::open(opts).unwrap();
+    let req = logbook::ledger::PurgeRequest {
+        filter: logbook::ledger::PurgeFilter {
+            app: Some("a".into()),
+            ..Default::default()
+        },
+        export: None,
+    };
+    let err = lg
+        .purge(&req, &mut |_, _| stop.trigger(2))
+        .expect_err("the purge was not stopped");
+    assert_eq!(err.code().as_str(), "INTERRUPTED", "{err}");
+    drop(lg);
+    assert_eq!(open_purges(&env), 1);
+    let first = env.scalar("SELECT min(purge_id) FROM purges");
+    // Another filter removes the rest: its run closes the first purge.
+    let second = purge(&env, &["--ended-before", &(t0 + 1000).to_string()]);
+    assert_eq!(second["sessions"], 70);
+    assert_eq!(second["superseded"], serde_json::json!([first]));
+    assert_eq!(open_purges(&env), 0);
+    let rows = env.rows(
+        &format!(
+            "SELECT outcome, sessions_skipped, sessions_purged FROM v_purges WHERE purge_id = {first}"
+        ),
+        &[],
+    );
+    assert_eq!(
+        rows[0],
+        vec![Value::from("superseded"), 70.into(), 50.into()]
+    );
+    // The same filter again does not "go on with" it.
+    let plan = env.json(&["purge", "--app", "a", "--dry-run"]).data();
+    assert_eq!(plan["resumes"], Value::Null, "{plan}");
+}
+
+#[test]
+fn a_tombstone_deletes_its_session_in_the_statement_that_writes_it() {
+    let env = TestEnv::new();
+    let id = ended(&env, "a", None);
+    let other = ended(&env, "a", None);
+    env.batch(&raw_tombstone_sql(&id, 77));
+    for table in ["sessions", "events", "session_data", "session_tags"] {
+        assert_eq!(
+            env.scalar(&format!(
+                "SELECT count(*) FROM {table} WHERE session_id = '{id}'"
+            )),
+            0,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        env.scalar("SELECT count(*) FROM purges WHERE purge_id = 77 AND actor_type = 'sql'"),
+        1
+    );
+    // No licence outlives that statement: the other session's rows stay.
+    let err = env
+        .try_batch(&format!("DELETE FROM events WHERE session_id = '{other}'"))
+        .expect_err("a delete without a tombstone ran");
+    assert!(err.contains("append-only"), "{err}");
+    assert_eq!(
+        env.scalar(&format!(
+            "SELECT count(*) FROM events WHERE session_id = '{other}'"
+        )),
+        3
+    );
+    env.json(&["verify"]).data();
+}
+
+#[test]
+fn raw_sql_cannot_forge_a_purge_record_of_logbook() {
+    let env = TestEnv::new();
+    let a = ended(&env, "a", None);
+    let b = ended(&env, "b", None);
+    // A purge record claiming the CLI, written by raw SQL: refused.
+    for actor in ["cli", "mcp", "lib"] {
+        let err = env
+            .try_batch(&format!(
+                "INSERT INTO purges (purge_id, at_ms, actor_type, actor_id, filter, sessions, \
+                 events, bytes) VALUES (500, 0, '{actor}', 'someone', '{{}}', 0, 0, 0)"
+            ))
+            .expect_err("a forged purge record was written");
+        assert!(err.contains("actor_type 'sql'"), "{err}");
+    }
+    assert_eq!(count(&env, "purges"), 0);
+    // logbook's own purge records who ran it.
+    let p = purge(&env, &["--app", "a"]);
+    let pid = p["purge_id"].as_i64().unwrap();
+    let rows = env.rows(
+        &format!("SELECT actor_type, actor_id FROM purges WHERE purge_id = {pid}"),
+        &[],
+    );
+    assert_eq!(rows[0][0], "cli");
+    let who = rows[0][1].as_str().unwrap_or_default();
+    assert!(who.contains('@') && who.len() > 2, "actor_id {who:?}");
+    // Raw SQL may not write a tombstone under logbook's purge…
+    let err = env
+        .try_batch(&raw_tombstone_sql(&b, pid))
+        .expect_err("a raw tombstone joined logbook's purge");
+    assert!(
+        err.contains("never under a purge logbook recorded"),
+        "{err}"
+    );
+    assert_eq!(
+        env.scalar(&format!(
+            "SELECT count(*) FROM sessions WHERE session_id = '{b}'"
+        )),
+        1
+    );
+    // …only under one of its own, recorded as raw SQL.
+    env.batch(&raw_tombstone_sql(&b, 9001));
+    let rows = env.rows(
+        "SELECT actor_type, actor_id FROM purges WHERE purge_id = 9001",
+        &[],
+    );
+    assert_eq!(rows[0][0], "sql");
+    if on_pg() {
+        // The server knows the role that ran it.
+        assert_eq!(rows[0][1], "logbook_test");
+    }
+    let _ = a;
+}
+
+/// Makes a tombstone of `id` beside its session, as raw SQL could before
+/// schema V8 (the trigger that deletes the rows turned off around it).
+fn stray_tombstone(env: &TestEnv, id: &str, purge_id: i64) {
+    if on_pg() {
+        env.batch(&format!(
+            "ALTER TABLE tombstones DISABLE TRIGGER tombstones_purge_rows; {}; \
+             ALTER TABLE tombstones ENABLE TRIGGER tombstones_purge_rows",
+            raw_tombstone_sql(id, purge_id)
+        ));
+    } else {
+        let sql: String = env
+            .sql()
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = 'tombstones_purge_rows'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        env.batch(&format!(
+            "DROP TRIGGER tombstones_purge_rows; {}; {sql}",
+            raw_tombstone_sql(id, purge_id)
+        ));
+    }
+}
+
+#[test]
+fn a_stray_tombstone_is_reported_by_doctor_and_skipped_by_purge() {
+    let env = TestEnv::new();
+    let stray = ended(&env, "a", None);
+    let other = ended(&env, "a", None);
+    stray_tombstone(&env, &stray, 31);
+    let e = assert_error(&env.json(&["doctor"]), "LEDGER_TAMPERED", 6);
+    let text = e.to_string();
+    assert!(text.contains("stray_tombstones"), "{text}");
+    assert!(text.contains(&stray), "{text}");
+    for _ in 0..2 {
+        let p = purge(&env, &["--app", "a"]);
+        assert_eq!(open_purges(&env), 0, "{p}");
+    }
+    let rows = env.rows(
+        "SELECT count(*) FROM sessions WHERE session_id = $1",
+        &[&other],
+    );
+    assert_eq!(rows[0][0], 0);
+    // The stray session stays, skipped with its reason each time.
+    let p = purge(&env, &["--app", "a"]);
+    assert_eq!(p["sessions"], 0);
+    assert_eq!(p["skipped"]["stray_tombstone"], 1, "{p}");
+    assert_eq!(
+        env.scalar(&format!(
+            "SELECT count(*) FROM sessions WHERE session_id = '{stray}'"
+        )),
+        1
+    );
+    assert_eq!(open_purges(&env), 0);
+}
+
+#[test]
+fn restore_and_fork_refuse_a_snapshot_that_does_not_match_its_checkpoint() {
+    let env = TestEnv::new();
+    let id = env.create("snap");
+    let cp = env
+        .json(&[
+            "session",
+            "checkpoint",
+            &id,
+            "--step",
+            "s1",
+            "--state",
+            r#"{"plan":"A"}"#,
+        ])
+        .data();
+    let seq = cp["checkpoint"]["seq"].as_i64().unwrap().to_string();
+    let restored = env
+        .json(&["session", "restore", &id, "--checkpoint", &seq])
+        .data();
+    assert_eq!(restored["context"]["plan"], "A");
+    let replace = format!(
+        "UPDATE session_snapshots SET state = '{{\"plan\":\"B\"}}' WHERE session_id = '{id}'"
+    );
+    if on_pg() {
+        env.batch(&format!(
+            "ALTER TABLE session_snapshots DISABLE TRIGGER session_snapshots_no_update; {replace}; \
+             ALTER TABLE session_snapshots ENABLE TRIGGER session_snapshots_no_update"
+        ));
+    } else {
+        env.batch(&format!(
+            "DROP TRIGGER session_snapshots_no_update; {replace}"
+        ));
+    }
+    let rev = env.json(&["session", "show", &id]).data()["session"]["rev"].clone();
+    assert_eq!(rev, 3);
+    for args in [
+        vec!["session", "restore", id.as_str(), "--checkpoint", &seq],
+        vec!["session", "fork", id.as_str(), "--checkpoint", &seq],
+    ] {
+        let e = assert_error(&env.json(&args), "LEDGER_TAMPERED", 6);
+        assert_eq!(e["details"]["problem"], "snapshot", "{e}");
+        assert_eq!(e["details"]["seq"].to_string(), seq, "{e}");
+    }
+    let now = env.json(&["session", "show", &id]).data()["session"].clone();
+    assert_eq!(now["rev"], rev);
+    assert_eq!(now["context"]["plan"], "A");
+    assert_eq!(count(&env, "sessions"), 1);
+}
