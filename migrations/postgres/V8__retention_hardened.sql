@@ -74,7 +74,7 @@ BEGIN
        AND EXISTS (SELECT 1 FROM purges p WHERE p.purge_id = NEW.purge_id AND p.actor_type <> 'sql') THEN
         RAISE EXCEPTION USING ERRCODE = 'LB001',
             MESSAGE = 'logbook: raw SQL writes a tombstone under a purge id of its own (recorded with actor sql), never under a purge logbook recorded',
-            CONSTRAINT = TG_NAME, TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+            CONSTRAINT = 'tombstones_raw_sql_own_purge', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
     END IF;
     -- Any incarnation of the id: held until the transaction ends, so a
     -- create under it waits (FOR KEY SHARE) and is seen by the checks below.
@@ -143,11 +143,18 @@ FOR EACH ROW EXECUTE FUNCTION logbook_tombstones_purge_rows();
 CREATE OR REPLACE FUNCTION logbook_sessions_parent_exists() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM sessions s WHERE s.session_id = NEW.parent_session_id FOR KEY SHARE;
-    IF NOT FOUND AND (NEW.status IN ('pending', 'active', 'paused')
-       OR NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.session_id = NEW.parent_session_id)) THEN
+    IF FOUND THEN
+        RETURN NEW;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.session_id = NEW.parent_session_id) THEN
         RAISE EXCEPTION USING ERRCODE = 'LB001',
-            MESSAGE = 'logbook: a session''s parent must be a session, or for an ended session a purged session''s tombstone',
+            MESSAGE = 'logbook: a session''s parent must be a session or a purged session''s tombstone',
             CONSTRAINT = TG_NAME, TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+    END IF;
+    IF NEW.status IN ('pending', 'active', 'paused') THEN
+        RAISE EXCEPTION USING ERRCODE = 'LB001',
+            MESSAGE = 'logbook: a live session''s parent must be a session of this ledger, not a purged one',
+            CONSTRAINT = 'sessions_live_parent', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
     END IF;
     RETURN NEW;
 END

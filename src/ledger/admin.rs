@@ -349,15 +349,15 @@ impl Ledger {
             Err(e) => damaged("foreign_keys", ErrorCode::StoreCorrupt, e)?,
         });
         checks.push(self.hash_chain_check()?);
-        checks.push(self.stray_tombstones_check()?);
         checks.push(match store.schema_drift() {
             Ok(drift) => schema_objects_check(&drift),
             Err(e) => damaged("schema_objects", ErrorCode::StoreCorrupt, e)?,
         });
+        checks.push(self.stray_tombstones_check()?);
         Ok(checks)
     }
 
-    /// `stray_tombstones`: no tombstone stands beside the session
+    /// `tombstones`: no tombstone stands beside the session
     /// incarnation it says was purged (one written by raw SQL without its
     /// deletes, before schema V8: a purge skips such a session).
     pub(super) fn stray_tombstones_check(&self) -> Result<DoctorCheck> {
@@ -365,7 +365,7 @@ impl Ledger {
         let ids = self.read(|tx| tx.stray_tombstones(SHOWN + 1))?;
         Ok(if ids.is_empty() {
             check(
-                "stray_tombstones",
+                "tombstones",
                 true,
                 "every tombstone's session is gone".into(),
                 ErrorCode::LedgerTampered,
@@ -382,7 +382,7 @@ impl Ledger {
                 .map(String::as_str)
                 .collect();
             check(
-                "stray_tombstones",
+                "tombstones",
                 false,
                 format!(
                     "a tombstone says these sessions were purged, but they are still here (written without its deletes, by raw SQL): {}{more}",

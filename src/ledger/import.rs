@@ -302,17 +302,40 @@ impl Ledger {
         // Each attempt starts from the report and deferrals as they were:
         // a store may run the transaction again (a server's transient
         // error), and only the attempt that commits counts.
-        let (range, snapshot, later) = self
-            .write(|tx| {
-                let mut snapshot = report.clone();
-                let mut later = Vec::new();
-                let after = tx.max_insert_seq()?;
-                for item in &batch {
-                    apply(tx, item, written, after, &mut snapshot, &mut later)?;
+        let actor = self.opts.actor.as_str();
+        // On SQLite a session whose parent was purged is written with the
+        // parent foreign key off (as a purge deletes such a parent): only
+        // batches that hold a child of a session not here need it.
+        let orphan = batch
+            .iter()
+            .any(|i| matches!(&i.rows, Ok(r) if r.parent_session_id.is_some()))
+            && self.read(|tx| {
+                for i in &batch {
+                    if let Ok(r) = &i.rows {
+                        if let Some(p) = &r.parent_session_id {
+                            if !tx.session_exists(p)? {
+                                return Ok(true);
+                            }
+                        }
+                    }
                 }
-                Ok(((after, tx.max_insert_seq()?), snapshot, later))
-            })
-            .map_err(|e| self.fill_path(e))?;
+                Ok(false)
+            })?;
+        let mut body = |tx: &mut dyn Tx| {
+            let mut snapshot = report.clone();
+            let mut later = Vec::new();
+            let after = tx.max_insert_seq()?;
+            for item in &batch {
+                apply(tx, item, written, after, actor, &mut snapshot, &mut later)?;
+            }
+            Ok(((after, tx.max_insert_seq()?), snapshot, later))
+        };
+        let (range, snapshot, later) = if orphan {
+            self.store.write_purge(&mut body)
+        } else {
+            self.write(&mut body)
+        }
+        .map_err(|e| self.fill_path(e))?;
         written.batches.push(range);
         *report = snapshot;
         deferred.extend(later);
@@ -327,6 +350,7 @@ fn apply(
     item: &Item,
     written: &Written,
     open_after: i64,
+    actor: &str,
     report: &mut ImportReport,
     deferred: &mut Vec<Deferred>,
 ) -> Result<()> {
@@ -337,8 +361,12 @@ fn apply(
         rows,
         loc,
         raw,
+        purge,
     } = item;
     let line = *line;
+    if let Some(p) = purge {
+        return apply_purge(tx, p, file, line, actor, report);
+    }
     let rows = match rows {
         Ok(r) => r,
         Err(b) => {
@@ -360,7 +388,18 @@ fn apply(
         None => {}
     }
     if let Some(p) = &rows.parent_session_id {
-        if !tx.session_exists(p)? {
+        // A purged parent (its tombstone here, carried or not) is a parent
+        // for an ended session; a live session's parent is a session.
+        let purged = !tx.session_exists(p)? && tx.find_tombstone(p)?.is_some();
+        if purged && !rows.status.is_terminal() {
+            let b = Bad::new(
+                "parent_session_id",
+                "names a purged session: a live session's parent must be a session of the database",
+            );
+            report.reject(rejection(file, line, id, b));
+            return Ok(());
+        }
+        if !purged && !tx.session_exists(p)? {
             deferred.push(Deferred {
                 loc: loc.clone(),
                 raw: raw.clone(),
@@ -403,4 +442,97 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// Applies one purge record's line: the record (met again: the one
+/// already here), its end, and each tombstone not here yet, in one
+/// savepoint (all of the line or none). A tombstone whose session id is a
+/// session of this ledger cannot be carried (it would purge that session):
+/// the line is refused, naming it.
+fn apply_purge(
+    tx: &mut dyn Tx,
+    p: &crate::transfer::jsonl::PurgeLine,
+    file: &str,
+    line: Option<u64>,
+    actor: &str,
+    report: &mut ImportReport,
+) -> Result<()> {
+    use crate::store::retention::{NewPurge, PurgeEnd, Tombstone};
+    let mut carried: Vec<&Tombstone> = Vec::new();
+    for (i, t) in p.tombstones.iter().enumerate() {
+        let s = &t.session;
+        match tx.tombstone_at(&s.session_id, s.insert_seq)? {
+            Some(here) if here.session == t.session && here.purged_at_ms == t.purged_at_ms => {}
+            Some(_) => {
+                let b = Bad::new(
+                    format!("tombstones[{i}]"),
+                    "differs from the tombstone of the same session incarnation in the database",
+                );
+                report.reject(rejection(file, line, Some(s.session_id.clone()), b));
+                return Ok(());
+            }
+            None if tx.session_exists(&s.session_id)? => {
+                let b = Bad::new(
+                    format!("tombstones[{i}].session_id"),
+                    "names a session of the database: its purge cannot be carried while the session is here",
+                );
+                report.reject(rejection(file, line, Some(s.session_id.clone()), b));
+                return Ok(());
+            }
+            None => carried.push(t),
+        }
+    }
+    let r = &p.purge;
+    let rec = NewPurge {
+        at_ms: r.at_ms,
+        actor_type: &r.actor_type,
+        actor_id: r.actor_id.as_deref(),
+        filter: &r.filter,
+        sessions: r.sessions,
+        events: r.events,
+        bytes: r.bytes,
+    };
+    tx.savepoint()?;
+    let done = (|| -> Result<()> {
+        tx.declare_writer(actor)?;
+        let purge_id = match tx.find_purge_like(&rec)? {
+            Some(id) => id,
+            None => {
+                report.purge_records += 1;
+                tx.insert_purge(&rec)?
+            }
+        };
+        if let Some(e) = &p.end {
+            let ended = tx
+                .purge_row(purge_id)?
+                .is_some_and(|(_, end)| end.is_some());
+            if !ended {
+                tx.insert_purge_end(&PurgeEnd {
+                    purge_id,
+                    at_ms: e.at_ms,
+                    outcome: if e.outcome == "superseded" {
+                        "superseded"
+                    } else {
+                        "done"
+                    },
+                    skipped: e.skipped,
+                })?;
+            }
+        }
+        for t in &carried {
+            tx.purge_session(&Tombstone {
+                purge_id,
+                ..(*t).clone()
+            })?;
+            report.tombstones += 1;
+        }
+        Ok(())
+    })();
+    match done {
+        Ok(()) => tx.release_savepoint(),
+        Err(e) => {
+            let _ = tx.rollback_to_savepoint();
+            Err(e)
+        }
+    }
 }

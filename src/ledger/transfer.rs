@@ -29,9 +29,14 @@ fn export_report(format: ExportFormat, out: Option<String>) -> ExportReport {
         format,
         sessions: 0,
         events: 0,
+        purge_records: 0,
+        tombstones: 0,
         out,
     }
 }
+
+/// Purge records read per page for a whole ledger's export.
+const PURGE_PAGE: usize = 200;
 
 fn write_err(e: io::Error) -> Error {
     Error::Io {
@@ -156,6 +161,24 @@ impl Ledger {
         mut present: Option<&mut HashSet<String>>,
     ) -> std::result::Result<(), Failed> {
         let mut midway = false;
+        // The audit trail first: an import then meets a purged parent's
+        // tombstone before its child, and an old incarnation's before a
+        // new one of the same id.
+        let audit = self.audit_lines(ids).map_err(|error| Failed {
+            error,
+            midway: false,
+        })?;
+        for (line, tombstones) in &audit {
+            midway = true;
+            out.write_all(line.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(|e| Failed {
+                    error: write_err(e),
+                    midway: true,
+                })?;
+            report.purge_records += 1;
+            report.tombstones += tombstones;
+        }
         let skip_missing = present.is_some();
         let walked = self.walk_export(ids, true, skip_missing, |(s, cs, refs, events, w)| {
             midway = true;
@@ -177,6 +200,68 @@ impl Ledger {
         out.flush().map_err(|e| Failed {
             error: write_err(e),
             midway: true,
+        })
+    }
+
+    /// The purge records an export of `ids` carries (every one when `ids`
+    /// is empty; else those holding the tombstones of the chosen sessions'
+    /// purged ancestors, with just those tombstones), rendered, each with
+    /// its tombstone count.
+    fn audit_lines(&self, ids: &[String]) -> Result<Vec<(String, u64)>> {
+        use crate::store::retention::Tombstone;
+        use std::collections::BTreeMap;
+        let render = |p: &crate::store::retention::PurgeRow,
+                      end: Option<&crate::store::retention::PurgeEndRow>,
+                      t: &[Tombstone]| {
+            jsonl::render_purge(p, end, t)
+                .map(|l| (l, t.len() as u64))
+                .map_err(|e| Error::internal(format!("cannot render a purge record: {e}")))
+        };
+        self.read(|tx| {
+            let mut lines = Vec::new();
+            if ids.is_empty() {
+                let mut after = 0;
+                loop {
+                    let page = tx.purge_rows_page(after, PURGE_PAGE)?;
+                    let Some((last, _)) = page.last() else {
+                        return Ok(lines);
+                    };
+                    after = last.purge_id;
+                    for (p, end) in &page {
+                        let t = tx.purge_tombstones(p.purge_id)?;
+                        lines.push(render(p, end.as_ref(), &t)?);
+                    }
+                }
+            }
+            // The purged ancestors of the chosen sessions, by purge.
+            let mut by_purge: BTreeMap<i64, BTreeMap<(String, i64), Tombstone>> = BTreeMap::new();
+            for id in ids {
+                let mut parent = match tx.find_session(id)? {
+                    Some(s) => s.parent_session_id,
+                    None => None,
+                };
+                while let Some(p) = parent {
+                    if tx.session_exists(&p)? {
+                        break;
+                    }
+                    let Some(t) = tx.find_tombstone(&p)? else {
+                        break;
+                    };
+                    parent = t.session.parent_session_id.clone();
+                    let key = (t.session.session_id.clone(), t.session.insert_seq);
+                    let held = by_purge.entry(t.purge_id).or_default();
+                    if held.insert(key, t).is_some() {
+                        break;
+                    }
+                }
+            }
+            for (purge_id, tombstones) in by_purge {
+                if let Some((p, end)) = tx.purge_row(purge_id)? {
+                    let t: Vec<Tombstone> = tombstones.into_values().collect();
+                    lines.push(render(&p, end.as_ref(), &t)?);
+                }
+            }
+            Ok(lines)
         })
     }
 

@@ -487,6 +487,25 @@ pub trait Tx {
     /// by the function they define; PostgreSQL by `SET LOCAL
     /// logbook.writer`.
     fn declare_writer(&mut self, actor: &str) -> Result<()>;
+    /// Up to `limit` purge records after purge id `after`, by id, each
+    /// with its end.
+    fn purge_rows_page(
+        &mut self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(retention::PurgeRow, Option<retention::PurgeEndRow>)>>;
+    /// One purge record with its end.
+    fn purge_row(
+        &mut self,
+        purge_id: i64,
+    ) -> Result<Option<(retention::PurgeRow, Option<retention::PurgeEndRow>)>>;
+    /// The id of a purge record equal to `p` in every column (a record
+    /// imported again).
+    fn find_purge_like(&mut self, p: &NewPurge<'_>) -> Result<Option<i64>>;
+    /// A purge's tombstones, by session id.
+    fn purge_tombstones(&mut self, purge_id: i64) -> Result<Vec<Tombstone>>;
+    /// The tombstone of one session incarnation.
+    fn tombstone_at(&mut self, id: &str, insert_seq: i64) -> Result<Option<Tombstone>>;
     /// A session id's newest tombstone.
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>>;
     /// Up to `limit` tombstones after `(session_id, insert_seq)`.

@@ -79,6 +79,38 @@ pub struct NewPurge<'a> {
     pub bytes: i64,
 }
 
+/// A whole `purges` row (export and import of the audit trail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeRow {
+    /// Its id in this ledger.
+    pub purge_id: i64,
+    /// When it started, ms since the epoch.
+    pub at_ms: i64,
+    /// `cli`, `mcp`, `lib` or `sql`.
+    pub actor_type: String,
+    /// Who ran it.
+    pub actor_id: Option<String>,
+    /// The filter (a JSON object's text).
+    pub filter: String,
+    /// Sessions it chose.
+    pub sessions: i64,
+    /// Their events.
+    pub events: i64,
+    /// Their bytes.
+    pub bytes: i64,
+}
+
+/// A `purge_ends` row as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeEndRow {
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// `done` or `superseded`.
+    pub outcome: String,
+    /// Sessions it chose and did not purge.
+    pub skipped: i64,
+}
+
 /// A purge with its progress (view `v_purges`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeProgress {
@@ -440,4 +472,116 @@ pub fn candidate(conn: &Connection, id: &str) -> rusqlite::Result<Option<PurgeCa
     ))?
     .query_row([id], map_candidate)
     .optional()
+}
+
+/// Up to ?2 purge records after purge id ?1, with their ends, by id.
+pub const PURGE_ROWS_PAGE: &str = "SELECT p.purge_id, p.at_ms, p.actor_type, p.actor_id, \
+     p.filter, p.sessions, p.events, p.bytes, e.at_ms, e.outcome, e.skipped \
+     FROM purges p LEFT JOIN purge_ends e ON e.purge_id = p.purge_id \
+     WHERE p.purge_id > ?1 ORDER BY p.purge_id LIMIT ?2";
+
+/// One purge record with its end.
+pub const PURGE_ROW: &str = "SELECT p.purge_id, p.at_ms, p.actor_type, p.actor_id, \
+     p.filter, p.sessions, p.events, p.bytes, e.at_ms, e.outcome, e.skipped \
+     FROM purges p LEFT JOIN purge_ends e ON e.purge_id = p.purge_id WHERE p.purge_id = ?1";
+
+/// The id of a purge record equal to the given one in every column but
+/// its id (an imported record met again). ?1–?7 as [`INSERT_PURGE`].
+pub const FIND_PURGE_LIKE: &str = "SELECT purge_id FROM purges WHERE at_ms = ?1 \
+     AND actor_type = ?2 AND actor_id IS ?3 AND filter = ?4 AND sessions = ?5 \
+     AND events = ?6 AND bytes = ?7 ORDER BY purge_id LIMIT 1";
+
+/// A purge's tombstones, by session id.
+fn purge_tombstones_sql() -> String {
+    format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE purge_id = ?1 \
+         ORDER BY session_id, insert_seq"
+    )
+}
+
+/// The tombstone of one session incarnation.
+fn tombstone_at_sql() -> String {
+    format!("SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE session_id = ?1 AND insert_seq = ?2")
+}
+
+fn map_purge_row(r: &Row<'_>) -> rusqlite::Result<(PurgeRow, Option<PurgeEndRow>)> {
+    let end = match r.get::<_, Option<i64>>(8)? {
+        Some(at_ms) => Some(PurgeEndRow {
+            at_ms,
+            outcome: r.get(9)?,
+            skipped: r.get(10)?,
+        }),
+        None => None,
+    };
+    Ok((
+        PurgeRow {
+            purge_id: r.get(0)?,
+            at_ms: r.get(1)?,
+            actor_type: r.get(2)?,
+            actor_id: r.get(3)?,
+            filter: r.get(4)?,
+            sessions: r.get(5)?,
+            events: r.get(6)?,
+            bytes: r.get(7)?,
+        },
+        end,
+    ))
+}
+
+/// Up to `limit` purge records after `after`, by id, with their ends.
+pub fn purge_rows_page(
+    conn: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<(PurgeRow, Option<PurgeEndRow>)>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(PURGE_ROWS_PAGE)?;
+    let rows = stmt.query_map(params![after, limit], map_purge_row)?;
+    rows.collect()
+}
+
+/// One purge record with its end.
+pub fn purge_row(
+    conn: &Connection,
+    id: i64,
+) -> rusqlite::Result<Option<(PurgeRow, Option<PurgeEndRow>)>> {
+    conn.prepare_cached(PURGE_ROW)?
+        .query_row([id], map_purge_row)
+        .optional()
+}
+
+/// The id of a purge record equal to `p` but for its id.
+pub fn find_purge_like(conn: &Connection, p: &NewPurge<'_>) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached(FIND_PURGE_LIKE)?
+        .query_row(
+            params![
+                p.at_ms,
+                p.actor_type,
+                p.actor_id,
+                p.filter,
+                p.sessions,
+                p.events,
+                p.bytes
+            ],
+            |r| r.get(0),
+        )
+        .optional()
+}
+
+/// A purge's tombstones.
+pub fn purge_tombstones(conn: &Connection, purge_id: i64) -> rusqlite::Result<Vec<Tombstone>> {
+    let mut stmt = conn.prepare_cached(&purge_tombstones_sql())?;
+    let rows = stmt.query_map([purge_id], map_tombstone)?;
+    rows.collect()
+}
+
+/// The tombstone of one session incarnation.
+pub fn tombstone_at(
+    conn: &Connection,
+    id: &str,
+    insert_seq: i64,
+) -> rusqlite::Result<Option<Tombstone>> {
+    conn.prepare_cached(&tombstone_at_sql())?
+        .query_row(params![id, insert_seq], map_tombstone)
+        .optional()
 }

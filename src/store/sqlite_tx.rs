@@ -607,6 +607,33 @@ impl Tx for SqliteTx<'_> {
         rt::stray_tombstones(self.conn, limit).map_err(db)
     }
 
+    fn purge_rows_page(
+        &mut self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(rt::PurgeRow, Option<rt::PurgeEndRow>)>> {
+        rt::purge_rows_page(self.conn, after, limit).map_err(db)
+    }
+
+    fn purge_row(
+        &mut self,
+        purge_id: i64,
+    ) -> Result<Option<(rt::PurgeRow, Option<rt::PurgeEndRow>)>> {
+        rt::purge_row(self.conn, purge_id).map_err(db)
+    }
+
+    fn find_purge_like(&mut self, p: &NewPurge<'_>) -> Result<Option<i64>> {
+        rt::find_purge_like(self.conn, p).map_err(db)
+    }
+
+    fn purge_tombstones(&mut self, purge_id: i64) -> Result<Vec<Tombstone>> {
+        rt::purge_tombstones(self.conn, purge_id).map_err(db)
+    }
+
+    fn tombstone_at(&mut self, id: &str, insert_seq: i64) -> Result<Option<Tombstone>> {
+        rt::tombstone_at(self.conn, id, insert_seq).map_err(db)
+    }
+
     fn declare_writer(&mut self, _actor: &str) -> Result<()> {
         // Every connection logbook opens defines `logbook_writer()`
         // (store/open.rs), which the triggers look for.

@@ -134,6 +134,11 @@ pub struct ImportReport {
     pub rejected: u64,
     /// Events written.
     pub events: u64,
+    /// Purge records written (logbook JSON Lines' `logbook.purge.v1`
+    /// lines; a record met again is not counted).
+    pub purge_records: u64,
+    /// Tombstones written under them (one already here is not counted).
+    pub tombstones: u64,
     /// The first [`MAX_LISTED_REJECTIONS`] rejections, in input order.
     pub rejections: Vec<Rejection>,
     /// Rejections not listed.
@@ -148,6 +153,8 @@ impl ImportReport {
             skipped: 0,
             rejected: 0,
             events: 0,
+            purge_records: 0,
+            tombstones: 0,
             rejections: Vec::new(),
             rejections_omitted: 0,
         }
@@ -172,6 +179,12 @@ pub struct ExportReport {
     pub sessions: u64,
     /// Events written.
     pub events: u64,
+    /// Purge records written before the sessions (logbook JSON Lines):
+    /// every one for a whole ledger; for chosen sessions, those whose
+    /// tombstones a chosen session's purged ancestors are.
+    pub purge_records: u64,
+    /// Tombstones written in those records.
+    pub tombstones: u64,
     /// The file or folder written; null for stdout.
     pub out: Option<String>,
 }

@@ -37,6 +37,9 @@ pub(crate) struct Item {
     /// The raw line of a stdin session that names a parent (it may have to
     /// wait for its parent: see [`Source::spill`]).
     pub raw: Option<Vec<u8>>,
+    /// A purge record's line (logbook JSON Lines only): the item carries
+    /// it instead of a session, and `rows` is unused.
+    pub purge: Option<jsonl::PurgeLine>,
 }
 
 /// A stream of sessions.
@@ -133,6 +136,7 @@ impl JsonlSource {
             rows,
             loc: loc.clone(),
             raw: None,
+            purge: None,
         };
         if too_long {
             let reason = format!("is longer than the limit of {MAX_SESSION_INPUT_BYTES} bytes");
@@ -149,6 +153,14 @@ impl JsonlSource {
                     ..b
                 }),
             ),
+            Ok(o) if jsonl::is_purge_line(&o) => match jsonl::parse_purge(&o) {
+                Ok(p) => {
+                    let mut item = mk(None, Err(Bad::new("line", "is a purge record")));
+                    item.purge = Some(p);
+                    item
+                }
+                Err(b) => mk(None, Err(b)),
+            },
             Ok(o) => {
                 let mut item = mk(jsonl::peek_id(&o), jsonl::parse(&o));
                 let child = matches!(&item.rows, Ok(r) if r.parent_session_id.is_some());
@@ -294,6 +306,7 @@ impl DirSource {
                     rows,
                     loc,
                     raw: None,
+                    purge: None,
                 }
             }
             _ => {
@@ -305,6 +318,7 @@ impl DirSource {
                     rows,
                     loc,
                     raw: None,
+                    purge: None,
                 }
             }
         }

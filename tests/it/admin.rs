@@ -34,6 +34,7 @@ fn doctor_passes_a_healthy_database() {
             "foreign_keys",
             "hash_chain",
             "schema_objects",
+            "tombstones",
             "journal_mode",
             "file_modes",
             "wal_size",

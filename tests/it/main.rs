@@ -12,6 +12,12 @@
 /// backend-neutral modules again on PostgreSQL.
 pub const BACKEND: common::Backend = common::Backend::Sqlite;
 
+/// PostgreSQL-only items are left out of this binary.
+#[allow(unused_macros)]
+macro_rules! pg_only {
+    ($($item:item)*) => {};
+}
+
 /// Items (tests, and helpers only they use) about facts of SQLite alone —
 /// file modes, the WAL, the `-lock` file, the file's bytes — compiled in
 /// this binary and left out of the PostgreSQL one.
@@ -29,6 +35,7 @@ mod cli_usage;
 mod clock;
 mod common;
 mod concurrency;
+mod conflict_clauses;
 mod contention;
 mod contracts;
 mod contracts_errors;

@@ -9,7 +9,7 @@ use logbook::store::migrate::{embedded, LATEST_VERSION};
 /// move to `migrations/sqlite/` recorded them in `refinery_schema_history`.
 /// A changed byte, name or version of any file changes its checksum, and
 /// every existing database would then be refused as divergent.
-const SQLITE_CHECKSUMS: [(i32, &str, u64); 7] = [
+const SQLITE_CHECKSUMS: [(i32, &str, u64); 8] = [
     (1, "core_ledger", 18_189_890_400_841_197_429),
     (2, "event_hash_chain", 9_781_989_799_670_822_668),
     (3, "runs_and_budgets", 8_709_129_878_422_253_659),
@@ -17,6 +17,7 @@ const SQLITE_CHECKSUMS: [(i32, &str, u64); 7] = [
     (5, "views", 10_473_755_610_179_046_381),
     (6, "replay_revisions", 10_842_295_927_407_290_803),
     (7, "retention", 1_375_550_021_766_245_563),
+    (8, "retention_hardened", 419_959_772_941_122_843),
 ];
 
 fn folder(name: &str) -> std::path::PathBuf {

@@ -334,7 +334,7 @@ fn a_stray_tombstone_is_reported_by_doctor_and_skipped_by_purge() {
     stray_tombstone(&env, &stray, 31);
     let e = assert_error(&env.json(&["doctor"]), "LEDGER_TAMPERED", 6);
     let text = e.to_string();
-    assert!(text.contains("stray_tombstones"), "{text}");
+    assert!(text.contains("\"tombstones\""), "{text}");
     assert!(text.contains(&stray), "{text}");
     for _ in 0..2 {
         let p = purge(&env, &["--app", "a"]);
@@ -405,4 +405,143 @@ fn restore_and_fork_refuse_a_snapshot_that_does_not_match_its_checkpoint() {
     assert_eq!(now["rev"], rev);
     assert_eq!(now["context"]["plan"], "A");
     assert_eq!(count(&env, "sessions"), 1);
+}
+
+/// A session's line of a jsonl export: every column and event as this
+/// ledger holds it, but for the ledger's own event ids.
+fn session_line(env: &TestEnv, id: &str) -> String {
+    let f = env.dir.path().join(format!("one-{}.jsonl", now_ms()));
+    env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--session",
+        id,
+        "--out",
+        f.to_str().unwrap(),
+    ])
+    .data();
+    let text = std::fs::read_to_string(&f).unwrap();
+    std::fs::remove_file(&f).unwrap();
+    text.lines()
+        .find(|l| l.contains("\"format\":\"logbook.session.v1\""))
+        .expect("no session line")
+        .to_owned()
+}
+
+/// `export --format jsonl` of the whole ledger into `path`.
+fn export_all(env: &TestEnv, path: &std::path::Path) -> Value {
+    env.json(&[
+        "export",
+        "--format",
+        "jsonl",
+        "--out",
+        path.to_str().unwrap(),
+    ])
+    .data()
+}
+
+fn import(env: &TestEnv, path: &std::path::Path) -> Value {
+    env.json(&["import", path.to_str().unwrap()]).data()
+}
+
+/// The audit trail as rows: every purge record (without its local id),
+/// its end, and its tombstones.
+fn audit_trail(env: &TestEnv) -> Vec<Vec<Value>> {
+    env.rows(
+        "SELECT p.at_ms, p.actor_type, p.actor_id, p.filter, p.sessions, p.events, p.bytes, \
+         e.at_ms, e.outcome, e.skipped, t.session_id, t.insert_seq, t.title, t.status, t.app, \
+         t.parent_session_id, t.created_at_ms, t.ended_at_ms, t.events, t.last_event_id, \
+         t.last_hash, t.bytes, t.purged_at_ms \
+         FROM purges p LEFT JOIN purge_ends e ON e.purge_id = p.purge_id \
+         LEFT JOIN tombstones t ON t.purge_id = p.purge_id \
+         ORDER BY p.at_ms, p.filter, t.session_id",
+        &[],
+    )
+}
+
+#[test]
+fn a_purge_export_of_children_of_a_purged_parent_restores_here_and_in_a_new_ledger() {
+    let env = TestEnv::new();
+    let parent = ended(&env, "p", None);
+    let child = ended(&env, "c", Some(&parent));
+    let shown = session_line(&env, &child);
+    purge(&env, &["--app", "p"]);
+    let file = env.dir.path().join("children.jsonl");
+    let r = purge(&env, &["--app", "c", "--export", file.to_str().unwrap()]);
+    assert_eq!(r["sessions"], 1);
+    // The file carries the parent's purge record with its tombstone.
+    assert_eq!(r["export"]["purge_records"], 1, "{r}");
+    assert_eq!(r["export"]["tombstones"], 1, "{r}");
+    // Back into the same ledger: the child as it was.
+    let back = import(&env, &file);
+    assert_eq!(back["imported"], 1, "{back}");
+    assert_eq!(back["rejected"], 0, "{back}");
+    assert_eq!(back["purge_records"], 0, "{back}");
+    assert_eq!(session_line(&env, &child), shown);
+    // Into a new ledger: the child, and its parent's tombstone.
+    let fresh = TestEnv::new();
+    let moved = import(&fresh, &file);
+    assert_eq!(moved["imported"], 1, "{moved}");
+    assert_eq!(moved["purge_records"], 1, "{moved}");
+    assert_eq!(moved["tombstones"], 1, "{moved}");
+    assert_eq!(session_line(&fresh, &child), shown);
+    let e = assert_error(
+        &fresh.json(&["session", "show", &parent]),
+        "SESSION_NOT_FOUND",
+        3,
+    );
+    assert!(e["details"]["purge_id"].is_i64(), "{e}");
+    fresh.json(&["verify"]).data();
+    fresh.json(&["doctor"]).data();
+}
+
+#[test]
+fn moving_a_ledger_carries_its_purge_records_and_tombstones() {
+    let env = TestEnv::new();
+    ended(&env, "a", None);
+    ended(&env, "a", None);
+    let keep = ended(&env, "b", None);
+    purge(&env, &["--app", "a"]);
+    let stray = ended(&env, "c", None);
+    env.batch(&raw_tombstone_sql(&stray, 4242));
+    let trail = audit_trail(&env);
+    assert_eq!(trail.len(), 3);
+    let file = env.dir.path().join("all.jsonl");
+    let out = export_all(&env, &file);
+    assert_eq!(out["purge_records"], 2, "{out}");
+    assert_eq!(out["tombstones"], 3, "{out}");
+    assert_eq!(out["sessions"], 1, "{out}");
+    let fresh = TestEnv::new();
+    let r = import(&fresh, &file);
+    assert_eq!(r["imported"], 1, "{r}");
+    assert_eq!(r["purge_records"], 2, "{r}");
+    assert_eq!(r["tombstones"], 3, "{r}");
+    assert_eq!(audit_trail(&fresh), trail);
+    assert_eq!(session_line(&fresh, &keep), session_line(&env, &keep));
+    // Moved again, nothing is doubled.
+    let again = import(&fresh, &file);
+    assert_eq!(again["purge_records"], 0, "{again}");
+    assert_eq!(again["tombstones"], 0, "{again}");
+    assert_eq!(again["skipped"], 1, "{again}");
+    assert_eq!(audit_trail(&fresh), trail);
+    // And back out: the same bytes.
+    let file2 = fresh.dir.path().join("all2.jsonl");
+    export_all(&fresh, &file2);
+    let a = std::fs::read_to_string(&file).unwrap();
+    let b = std::fs::read_to_string(&file2).unwrap();
+    let strip = |s: &str| -> Vec<String> {
+        // Purge ids are each ledger's own.
+        s.lines()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("purge_id");
+                }
+                v.to_string()
+            })
+            .collect()
+    };
+    assert_eq!(strip(&a), strip(&b));
+    fresh.json(&["verify"]).data();
 }

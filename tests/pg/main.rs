@@ -17,6 +17,12 @@
 /// This binary runs its tests on PostgreSQL.
 pub const BACKEND: common::Backend = common::Backend::Postgres;
 
+/// PostgreSQL-only items are compiled into this binary.
+#[allow(unused_macros)]
+macro_rules! pg_only {
+    ($($item:item)*) => { $($item)* };
+}
+
 /// SQLite-only items are left out of this binary.
 #[allow(unused_macros)]
 macro_rules! sqlite_only {
@@ -58,6 +64,8 @@ mod cli_usage;
 mod clock;
 #[path = "../it/concurrency.rs"]
 mod concurrency;
+#[path = "../it/conflict_clauses.rs"]
+mod conflict_clauses;
 #[path = "../it/contention.rs"]
 mod contention;
 #[path = "../it/contracts.rs"]

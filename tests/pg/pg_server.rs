@@ -51,17 +51,17 @@ fn pg_doctor_checks_schema_triggers_chain_and_server() {
     let d = env.json(&["doctor"]).data();
     assert_eq!(
         check_names(&d),
-        ["schema", "triggers", "hash_chain", "server"]
+        ["schema", "triggers", "hash_chain", "tombstones", "server"]
     );
     assert_eq!(d["healthy"], true);
     assert_eq!(
         (d["sessions"].as_i64(), d["events"].as_i64()),
         (Some(1), Some(2))
     );
-    assert_eq!(d["schema_version"], 7);
+    assert_eq!(d["schema_version"], logbook::store::migrate::LATEST_VERSION);
     assert_eq!(
         d["checks"][1]["detail"],
-        "43 trigger(s) present and enabled"
+        "48 trigger(s) present and enabled"
     );
     assert!(d["path"].as_str().unwrap().starts_with("postgres://"));
     assert!(

@@ -135,7 +135,13 @@ fn cases() -> Vec<(String, Expect)> {
     };
     let purge_row =
         "INSERT INTO purges (purge_id, at_ms, actor_type, filter, sessions, events, bytes) \
-                     VALUES (9, 1, 'cli', '{}', 0, 0, 0)";
+                     VALUES (9, 1, 'sql', '{}', 0, 0, 0)";
+    let end_row = "INSERT INTO purge_ends VALUES (9, 2, 'done', 0)";
+    // A tombstone of a session that is not here: a purge recorded
+    // elsewhere (V8), which a live session may not name as its parent.
+    let carried = "INSERT INTO tombstones (session_id, insert_seq, purge_id, title, status, \
+                   created_at_ms, ended_at_ms, events, bytes, purged_at_ms) \
+                   VALUES ('ses_00000000000000f7', 1, 7, 't', 'completed', 1, 2, 0, 0, 3)";
     vec![
         // retention (V7)
         (tomb(A), Trigger("tombstones_truthful")), // A is active
@@ -153,6 +159,61 @@ fn cases() -> Vec<(String, Expect)> {
         ),
         truncate("purges"),
         truncate("tombstones"),
+        // retention hardened (V8)
+        (
+            "INSERT INTO purges (purge_id, at_ms, actor_type, filter, sessions, events, bytes) \
+             VALUES (9, 1, 'cli', '{}', 0, 0, 0)".into(),
+            Trigger("purges_actor_checked"),
+        ),
+        (
+            "SET LOCAL logbook.writer = 'cli'; INSERT INTO purges (purge_id, at_ms, actor_type, \
+             filter, sessions, events, bytes) VALUES (9, 1, 'cli', '{}', 0, 0, 0)"
+                .into(),
+            Passes,
+        ),
+        (
+            format!(
+                "SET LOCAL logbook.writer = 'cli'; INSERT INTO purges (purge_id, at_ms, actor_type, \
+                 filter, sessions, events, bytes) VALUES (5, 1, 'cli', '{{}}', 0, 0, 0); \
+                 SET LOCAL logbook.writer = ''; {}",
+                tomb(B)
+            ),
+            Trigger("tombstones_raw_sql_own_purge"),
+        ),
+        (format!("{purge_row}; {end_row}"), Passes),
+        (format!("{purge_row}; {end_row}; UPDATE purge_ends SET skipped = 1"), Trigger("purge_ends_no_update")),
+        (format!("{purge_row}; {end_row}; DELETE FROM purge_ends"), Trigger("purge_ends_no_delete")),
+        (
+            format!("{purge_row}; {end_row}; {end_row}"),
+            Key {
+                stands_for: "purge_ends_no_replace",
+                constraint: "purge_ends_pkey",
+            },
+        ),
+        truncate("purge_ends"),
+        (carried.into(), Passes),
+        (
+            format!(
+                "{carried}; INSERT INTO sessions (session_id, status, title, actor_type, rev, \
+                 created_at_ms, updated_at_ms, parent_session_id) \
+                 VALUES ('ses_00000000000000e2', 'active', 'e', 'cli', 1, 1, 1, 'ses_00000000000000f7')"
+            ),
+            Trigger("sessions_live_parent"),
+        ),
+        (
+            format!(
+                "INSERT INTO session_snapshots (session_id, seq, state, size_bytes, at_ms) \
+                 SELECT session_id, seq, '{{}}', 2, 1 FROM session_snapshots WHERE session_id = {A}"
+            ),
+            Key {
+                stands_for: "session_snapshots_no_replace",
+                constraint: "session_snapshots_by_session_seq",
+            },
+        ),
+        (
+            "UPDATE runs SET status = 'running', started_at_ms = 1 WHERE run_id = 'run_00000000000000a2'".into(),
+            Key { stands_for: "runs_one_running_no_replace", constraint: "runs_one_running_per_session" },
+        ),
         (
             "INSERT INTO sessions (session_id, status, title, actor_type, rev, created_at_ms, updated_at_ms, parent_session_id) \
              VALUES ('ses_00000000000000e1', 'active', 'e', 'cli', 1, 1, 1, 'ses_00000000000000ff')".into(),
@@ -372,9 +433,10 @@ fn sqlite_messages() -> BTreeMap<String, String> {
         .map(Result::unwrap)
         .collect();
     let re = regex::Regex::new(r"RAISE\(ABORT, '((?:[^']|'')*)'\)").unwrap();
-    // tombstones_recorded refuses nothing: it records a raw-SQL purge.
+    // tombstones_recorded refuses nothing: it records a raw-SQL purge;
+    // tombstones_purge_rows deletes a tombstoned session's rows.
     rows.into_iter()
-        .filter(|(name, _)| name != "tombstones_recorded")
+        .filter(|(name, _)| name != "tombstones_recorded" && name != "tombstones_purge_rows")
         .map(|(name, sql)| {
             let m = re
                 .captures(&sql)
@@ -453,6 +515,25 @@ fn pg_raw_sql_cannot_break_any_invariant() {
         failures.len(),
         failures.join("\n")
     );
+    // tombstones_purge_rows refuses nothing: a tombstone removes its
+    // session's rows in the statement that writes it.
+    {
+        let mut c2 = db.connect();
+        let mut tx = c2.transaction().unwrap();
+        let cases = cases();
+        let tomb_b = &cases[1].0;
+        let first = tomb_b.split("; DELETE").next().unwrap();
+        tx.batch_execute(first).unwrap();
+        let left: i64 = tx
+            .query_one(
+                &format!("SELECT count(*) FROM sessions WHERE session_id = {B}"),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 0, "tombstones_purge_rows left the session");
+        covered.push("tombstones_purge_rows".into());
+    }
     // Every SQLite trigger and every PostgreSQL trigger has a case.
     let mut pg_triggers: Vec<String> = c
         .query(

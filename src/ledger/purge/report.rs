@@ -119,7 +119,7 @@ pub struct PurgeSkips {
     pub live_descendant: u64,
     /// A tombstone of this very incarnation exists beside it: written by
     /// raw SQL without its deletes before schema V8; `doctor` reports it
-    /// (check `stray_tombstones`).
+    /// (check `tombstones`).
     pub stray_tombstone: u64,
 }
 

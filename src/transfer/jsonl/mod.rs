@@ -5,6 +5,7 @@
 //! Keys in the fixed order of the structs below; compact. Export → import →
 //! export is byte-identical.
 
+mod audit;
 mod parse;
 mod workflow;
 
@@ -12,6 +13,8 @@ use crate::model::{Session, Usage};
 use crate::store::rows::{
     BudgetFull, GateFull, RunRow, SnapshotFull, StoredEvent, StoredRef, WorkflowRows,
 };
+pub use audit::PurgeLine;
+pub(crate) use audit::{is_purge_line, parse as parse_purge, render as render_purge};
 pub(crate) use parse::{actor_type, parse, peek_id};
 use serde::Serialize;
 use serde_json::value::RawValue;

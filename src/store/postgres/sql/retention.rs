@@ -8,7 +8,8 @@ use super::super::tx::PgTx;
 use super::{col, int};
 use crate::error::Result;
 use crate::store::retention::{
-    NewPurge, PurgeCandidate, PurgeEnd, PurgeProgress, PurgeRecheck, PurgeScan, Tombstone,
+    NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
+    PurgeScan, Tombstone,
 };
 use postgres::types::Type;
 use postgres::Row;
@@ -355,4 +356,106 @@ pub fn tombstones_page(
     .iter()
     .map(map_tombstone)
     .collect()
+}
+
+const PURGE_ROWS_PAGE: &str = "SELECT p.purge_id, p.at_ms, p.actor_type, p.actor_id, \
+     p.filter, p.sessions, p.events, p.bytes, e.at_ms, e.outcome, e.skipped \
+     FROM purges p LEFT JOIN purge_ends e ON e.purge_id = p.purge_id \
+     WHERE p.purge_id > $1 ORDER BY p.purge_id LIMIT $2";
+
+const PURGE_ROW: &str = "SELECT p.purge_id, p.at_ms, p.actor_type, p.actor_id, \
+     p.filter, p.sessions, p.events, p.bytes, e.at_ms, e.outcome, e.skipped \
+     FROM purges p LEFT JOIN purge_ends e ON e.purge_id = p.purge_id WHERE p.purge_id = $1";
+
+const FIND_PURGE_LIKE: &str = "SELECT purge_id FROM purges WHERE at_ms = $1 \
+     AND actor_type = $2 AND actor_id IS NOT DISTINCT FROM $3 AND filter = $4 \
+     AND sessions = $5 AND events = $6 AND bytes = $7 ORDER BY purge_id LIMIT 1";
+
+fn map_purge_row(r: &Row) -> Result<(PurgeRow, Option<PurgeEndRow>)> {
+    let end = match col::<Option<i64>>(r, 8)? {
+        Some(at_ms) => Some(PurgeEndRow {
+            at_ms,
+            outcome: col(r, 9)?,
+            skipped: col(r, 10)?,
+        }),
+        None => None,
+    };
+    Ok((
+        PurgeRow {
+            purge_id: col(r, 0)?,
+            at_ms: col(r, 1)?,
+            actor_type: col(r, 2)?,
+            actor_id: col(r, 3)?,
+            filter: col(r, 4)?,
+            sessions: col(r, 5)?,
+            events: col(r, 6)?,
+            bytes: col(r, 7)?,
+        },
+        end,
+    ))
+}
+
+/// Up to `limit` purge records after `after`, by id, with their ends.
+pub fn purge_rows_page(
+    tx: &mut PgTx<'_>,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<(PurgeRow, Option<PurgeEndRow>)>> {
+    let limit = int(limit);
+    tx.rows(
+        PURGE_ROWS_PAGE,
+        &[(&after, Type::INT8), (&limit, Type::INT8)],
+    )?
+    .iter()
+    .map(map_purge_row)
+    .collect()
+}
+
+/// One purge record with its end.
+pub fn purge_row(tx: &mut PgTx<'_>, id: i64) -> Result<Option<(PurgeRow, Option<PurgeEndRow>)>> {
+    tx.row(PURGE_ROW, &[(&id, Type::INT8)])?
+        .as_ref()
+        .map(map_purge_row)
+        .transpose()
+}
+
+/// The id of a purge record equal to `p` but for its id.
+pub fn find_purge_like(tx: &mut PgTx<'_>, p: &NewPurge<'_>) -> Result<Option<i64>> {
+    tx.row(
+        FIND_PURGE_LIKE,
+        &[
+            (&p.at_ms, Type::INT8),
+            (&p.actor_type, Type::TEXT),
+            (&p.actor_id, Type::TEXT),
+            (&p.filter, Type::TEXT),
+            (&p.sessions, Type::INT8),
+            (&p.events, Type::INT8),
+            (&p.bytes, Type::INT8),
+        ],
+    )?
+    .map(|r| col(&r, 0))
+    .transpose()
+}
+
+/// A purge's tombstones, by session id.
+pub fn purge_tombstones(tx: &mut PgTx<'_>, purge_id: i64) -> Result<Vec<Tombstone>> {
+    let sql = format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE purge_id = $1 \
+         ORDER BY session_id, insert_seq"
+    );
+    tx.rows(&sql, &[(&purge_id, Type::INT8)])?
+        .iter()
+        .map(map_tombstone)
+        .collect()
+}
+
+/// The tombstone of one session incarnation.
+pub fn tombstone_at(tx: &mut PgTx<'_>, id: &str, insert_seq: i64) -> Result<Option<Tombstone>> {
+    let sql = format!(
+        "SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE session_id = $1 AND insert_seq = $2"
+    );
+    tx.row(&sql, &[(&id, Type::TEXT), (&insert_seq, Type::INT8)])?
+        .as_ref()
+        .map(map_tombstone)
+        .transpose()
 }

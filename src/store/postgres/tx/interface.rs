@@ -11,7 +11,8 @@ use crate::error::LatestEvent;
 use crate::error::Result;
 use crate::model::{Event, Run, Session, Usage};
 use crate::store::retention::{
-    NewPurge, PurgeCandidate, PurgeEnd, PurgeProgress, PurgeRecheck, PurgeScan, Tombstone,
+    NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
+    PurgeScan, Tombstone,
 };
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
@@ -439,6 +440,30 @@ impl Tx for PgTx<'_> {
 
     fn declare_writer(&mut self, actor: &str) -> Result<()> {
         prt::declare_writer(self, actor)
+    }
+
+    fn purge_rows_page(
+        &mut self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(PurgeRow, Option<PurgeEndRow>)>> {
+        prt::purge_rows_page(self, after, limit)
+    }
+
+    fn purge_row(&mut self, purge_id: i64) -> Result<Option<(PurgeRow, Option<PurgeEndRow>)>> {
+        prt::purge_row(self, purge_id)
+    }
+
+    fn find_purge_like(&mut self, p: &NewPurge<'_>) -> Result<Option<i64>> {
+        prt::find_purge_like(self, p)
+    }
+
+    fn purge_tombstones(&mut self, purge_id: i64) -> Result<Vec<Tombstone>> {
+        prt::purge_tombstones(self, purge_id)
+    }
+
+    fn tombstone_at(&mut self, id: &str, insert_seq: i64) -> Result<Option<Tombstone>> {
+        prt::tombstone_at(self, id, insert_seq)
     }
 
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>> {
