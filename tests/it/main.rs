@@ -74,6 +74,7 @@ mod transfer_jsonl;
 mod transfer_seeds;
 mod transfer_workflow;
 mod tree;
+mod verify_export;
 mod views;
 mod wal;
 mod walcount;

@@ -128,6 +128,8 @@ mod transfer_jsonl;
 mod transfer_seeds;
 #[path = "../it/transfer_workflow.rs"]
 mod transfer_workflow;
+#[path = "../it/verify_export.rs"]
+mod verify_export;
 #[path = "../it/tree.rs"]
 mod tree;
 #[path = "../it/views.rs"]
