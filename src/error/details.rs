@@ -251,13 +251,11 @@ impl Error {
             Error::InvalidArgument { field, reason } => {
                 Shape::FieldReason(FieldReason { field, reason })
             }
-            Error::ExportUnproven { reason, sessions } => {
-                Shape::ExportUnproven(ExportUnproven {
-                    field: "export",
-                    reason,
-                    sessions,
-                })
-            }
+            Error::ExportUnproven { reason, sessions } => Shape::ExportUnproven(ExportUnproven {
+                field: "export",
+                reason,
+                sessions,
+            }),
             Error::SessionNotFound { id } | Error::LeaseNotFound { id } => {
                 Shape::Session(SessionRef { session_id: id })
             }

@@ -49,8 +49,8 @@ pub use leases::{
     LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS,
 };
 pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
-pub use verify_export::{ExportOutcome, ExportSession};
 pub use tree::{ChildCounts, PurgedParent, SessionTree, TreeNode, TREE_MAX_NODES};
+pub use verify_export::{ExportOutcome, ExportSession};
 pub use written::{Replayed, Written};
 
 pub use request::Mutation;

@@ -224,7 +224,8 @@ fn verify_export_cli_lists_each_session_and_exits_by_the_rule() {
         )
     );
     assert!(
-        r.stderr.starts_with("error[INVALID_ARGUMENT]: invalid `export`: proves nothing"),
+        r.stderr
+            .starts_with("error[INVALID_ARGUMENT]: invalid `export`: proves nothing"),
         "{}",
         r.stderr
     );
