@@ -72,6 +72,7 @@ mod transfer;
 mod transfer_fidelity;
 mod transfer_jsonl;
 mod transfer_seeds;
+mod transfer_timeline;
 mod transfer_workflow;
 mod tree;
 mod verify_export;
