@@ -307,6 +307,20 @@ pub enum Error {
         /// JSON envelope carries it in `details.hint`).
         hint: String,
     },
+    /// INVALID_ARGUMENT (field `export`): `verify --export FILE` found no
+    /// session of the file that is purged here with a tombstone that
+    /// matches it, so the file proves nothing about this ledger. The
+    /// details are `{"field":"export","reason","sessions"}`, `sessions`
+    /// every session of the file with its outcome (README.md, "Retention:
+    /// purging old sessions").
+    #[error("invalid `export`: {reason}")]
+    ExportUnproven {
+        /// What was found, in words: how many sessions, by outcome.
+        reason: String,
+        /// Every session of the file, in file order, with its outcome
+        /// (none is `matched`).
+        sessions: Vec<crate::ledger::ExportSession>,
+    },
 }
 
 /// Shorthand for `std::result::Result<T, logbook::Error>`.
@@ -317,7 +331,9 @@ impl Error {
     /// does not compile until it is given a code.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Error::InvalidArgument { .. } | Error::ExportUnproven { .. } => {
+                ErrorCode::InvalidArgument
+            }
             Error::SessionNotFound { .. } | Error::SessionPurged { .. } => {
                 ErrorCode::SessionNotFound
             }

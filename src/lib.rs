@@ -49,6 +49,7 @@ pub use ledger::{
     SessionView, StageAction, StageRequest, VerifyReport,
 };
 pub use ledger::{CreateRun, RecordUsage, RunUsageDelta, SetBudget};
+pub use ledger::{ExportOutcome, ExportSession};
 pub use ledger::{ForkRequest, GateList, Lease, LockRequest, SessionTree, SnapshotList};
 pub use ledger::{Replayed, Written};
 pub use model::{Actor, ActorType, Checkpoint, Event, Session, SessionId, SessionStatus, Usage};

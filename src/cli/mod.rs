@@ -256,7 +256,9 @@ enum Command {
     /// Streams the input, one session at a time. A session whose id exists
     /// is skipped (so a re-import changes nothing); a bad session is
     /// rejected whole and listed with its file, line and field (so is one
-    /// with a time more than 24 hours after now). Exit 0 when nothing was
+    /// with a time more than 24 hours after now, and one whose status,
+    /// rev, end time, final result or checkpoint disagrees with its own
+    /// events, in every format). Exit 0 when nothing was
     /// rejected; otherwise INVALID_ARGUMENT (exit 2) whose
     /// details hold the full report; the good sessions are imported either
     /// way. Amber sessions get the id ses_ + the first 16 hex of

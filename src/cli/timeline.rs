@@ -1,9 +1,9 @@
 //! `logbook verify` (and the global event feed): the timeline across sessions.
 
-use super::output::Printer;
+use super::output::{write_stdout, Printer};
 use super::{open, open_existing, render, GlobalArgs};
 use clap::Args;
-use logbook::Result;
+use logbook::{Error, ExportOutcome, ExportSession, Result};
 
 /// `logbook verify [ID]...`
 #[derive(Debug, Args)]
@@ -11,16 +11,32 @@ pub struct VerifyArgs {
     /// Sessions to verify (default: every session)
     #[arg(value_name = "ID")]
     ids: Vec<String>,
-    /// Also check each purged session in FILE (a `purge --export` or
-    /// `export` output) against its tombstone: the chain recomputed from the
-    /// file must end in the tombstone's event count and head hash
+    /// Also check FILE (a `purge --export` or `export` output) against this
+    /// ledger, each session by outcome: matched (purged here, and the chain
+    /// recomputed from the file ends in its tombstone's event count and
+    /// head hash), not purged here (the session is still here), or no
+    /// tombstone (neither it nor a tombstone of it is here). Exit 0 only
+    /// when at least one session matched and none mismatched: a mismatch is
+    /// LEDGER_TAMPERED (exit 6), a file with no match INVALID_ARGUMENT
+    /// (exit 2, field `export`)
     #[arg(long, value_name = "FILE")]
     export: Option<std::path::PathBuf>,
 }
 
 pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
     let ledger = open_existing(global)?;
-    let report = ledger.verify_with_export(&args.ids, args.export.as_deref())?;
+    let report = match ledger.verify_with_export(&args.ids, args.export.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            // The sessions of a file that proves nothing go to stdout as a
+            // table; the error follows on stderr (under --json, in its
+            // details).
+            if let (Error::ExportUnproven { sessions, .. }, false) = (&e, out.json) {
+                write_stdout(export_table(sessions).as_bytes());
+            }
+            return Err(e);
+        }
+    };
     out.success(&report, |r| {
         let mut s = format!(
             "ok: {} session(s), {} event(s); every hash chain holds\n",
@@ -32,10 +48,16 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
                 r.purged
             ));
         }
-        if let Some(n) = r.export_checked {
+        if let Some(sessions) = &r.export_sessions {
+            let count = |o| sessions.iter().filter(|s| s.outcome == o).count();
             s.push_str(&format!(
-                "{n} purged session(s) in the export match their tombstones\n"
+                "export: {} of {} session(s) match their tombstones; {} not purged here, {} with no tombstone here\n",
+                count(ExportOutcome::Matched),
+                sessions.len(),
+                count(ExportOutcome::NotPurgedHere),
+                count(ExportOutcome::NoTombstone),
             ));
+            s.push_str(&export_table(sessions));
         }
         if !r.heads.is_empty() {
             let rows: Vec<Vec<String>> = r
@@ -54,6 +76,28 @@ pub fn verify(args: &VerifyArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         s
     });
     Ok(())
+}
+
+/// The sessions of an export file, one row each: line, session, events,
+/// outcome in words.
+fn export_table(sessions: &[ExportSession]) -> String {
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| {
+            let outcome = match s.outcome {
+                ExportOutcome::Matched => "matched",
+                ExportOutcome::NotPurgedHere => "not purged here",
+                ExportOutcome::NoTombstone => "no tombstone",
+            };
+            vec![
+                s.line.to_string(),
+                render::clean(&s.session_id),
+                s.events.to_string(),
+                outcome.to_owned(),
+            ]
+        })
+        .collect();
+    render::table(&["LINE", "SESSION", "EVENTS", "OUTCOME"], &rows, &[0, 2])
 }
 
 /// `logbook events`

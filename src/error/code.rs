@@ -14,7 +14,9 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorCode {
-    /// A bad flag value, malformed id, over-cap input, bad JSON or a control character. Exit 2.
+    /// A bad flag value, malformed id, over-cap input, bad JSON or a control character
+    /// (also an import with rejected sessions, and a `verify --export` file that
+    /// proves nothing). Exit 2.
     InvalidArgument,
     /// No session has the given id. Exit 3.
     SessionNotFound,
@@ -129,7 +131,8 @@ impl ErrorCode {
                 2,
                 false,
                 "A bad flag value, malformed id, over-cap input, bad JSON or a control character; \
-                 also clap's usage errors under `--json`, and an import with rejected sessions.",
+                 also clap's usage errors under `--json`, an import with rejected sessions, and a \
+                 `verify --export` file that proves nothing (no session of it matches a tombstone).",
             ),
             Self::SessionNotFound => row(
                 "SESSION_NOT_FOUND",

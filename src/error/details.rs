@@ -53,6 +53,7 @@ impl Details<'_> {
 #[serde(untagged)]
 enum Shape<'a> {
     FieldReason(FieldReason<'a>),
+    ExportUnproven(ExportUnproven<'a>),
     Session(SessionRef<'a>),
     Purged(PurgedRef<'a>),
     Run(RunRef<'a>),
@@ -85,6 +86,15 @@ enum Shape<'a> {
 struct FieldReason<'a> {
     field: &'a str,
     reason: &'a str,
+}
+
+/// INVALID_ARGUMENT of `verify --export` with a file that proves nothing:
+/// the field and reason, and every session of the file with its outcome.
+#[derive(Debug, Clone, Serialize)]
+struct ExportUnproven<'a> {
+    field: &'static str,
+    reason: &'a str,
+    sessions: &'a [crate::ledger::ExportSession],
 }
 
 /// SESSION_NOT_FOUND, LEASE_NOT_FOUND.
@@ -241,6 +251,11 @@ impl Error {
             Error::InvalidArgument { field, reason } => {
                 Shape::FieldReason(FieldReason { field, reason })
             }
+            Error::ExportUnproven { reason, sessions } => Shape::ExportUnproven(ExportUnproven {
+                field: "export",
+                reason,
+                sessions,
+            }),
             Error::SessionNotFound { id } | Error::LeaseNotFound { id } => {
                 Shape::Session(SessionRef { session_id: id })
             }

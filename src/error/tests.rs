@@ -217,6 +217,22 @@ pub(super) fn samples() -> Vec<(&'static str, Error)> {
                 hint: "reopen the database".into(),
             },
         ),
+        (
+            "ExportUnproven",
+            Error::ExportUnproven {
+                reason: "proves nothing about this ledger: none of its 1 session(s) is purged \
+                         here with a tombstone that matches (0 not purged here, 1 with no \
+                         tombstone here)"
+                    .into(),
+                sessions: vec![crate::ledger::ExportSession {
+                    events: 3,
+                    head_hash: "ab".repeat(32),
+                    line: 1,
+                    outcome: crate::ledger::ExportOutcome::NoTombstone,
+                    session_id: ses.into(),
+                }],
+            },
+        ),
     ]
 }
 
@@ -319,6 +335,10 @@ const DETAILS: &[(&str, &str)] = &[
     (
         "StoreFile",
         r#"{"hint":"reopen the database","path":"/data/ledger.db"}"#,
+    ),
+    (
+        "ExportUnproven",
+        r#"{"field":"export","reason":"proves nothing about this ledger: none of its 1 session(s) is purged here with a tombstone that matches (0 not purged here, 1 with no tombstone here)","sessions":[{"events":3,"head_hash":"abababababababababababababababababababababababababababababababab","line":1,"outcome":"no_tombstone","session_id":"ses_0123456789abcdef"}]}"#,
     ),
 ];
 
@@ -458,6 +478,7 @@ fn variant(e: &Error) -> &'static str {
         Error::Incomplete { .. } => "Incomplete",
         Error::RunAlreadyRunning { .. } => "RunAlreadyRunning",
         Error::StoreFile { .. } => "StoreFile",
+        Error::ExportUnproven { .. } => "ExportUnproven",
     }
 }
 
@@ -490,6 +511,7 @@ const VARIANTS: &[&str] = &[
     "Incomplete",
     "RunAlreadyRunning",
     "StoreFile",
+    "ExportUnproven",
 ];
 
 #[test]

@@ -29,8 +29,12 @@ pub struct VerifyReport {
     /// hash its tombstone keeps.
     pub purged_heads: Vec<ChainHead>,
     /// With an export file: the purged sessions whose exported chain was
-    /// recomputed and matched their tombstones.
+    /// recomputed and matched their tombstones (at least 1: a file with
+    /// none is refused, [`crate::Error::ExportUnproven`]).
     pub export_checked: Option<u64>,
+    /// With an export file: every session of the file, in file order, with
+    /// what was found for it (matched, not purged here, no tombstone).
+    pub export_sessions: Option<Vec<super::verify_export::ExportSession>>,
 }
 
 /// A session's chain head.
@@ -161,6 +165,7 @@ impl Ledger {
                 purged: 0,
                 purged_heads: Vec::new(),
                 export_checked: None,
+                export_sessions: None,
             };
             let mut first: Option<(String, Break)> = None;
             let mut broken_sessions = 0u64;

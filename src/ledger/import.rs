@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::store::Tx;
 use crate::transfer::source::{DirSource, Item, JsonlSource, Loc, Source};
 use crate::transfer::{
-    check_not_future, Bad, ImportFormat, ImportReport, Rejection, IMPORT_BATCH_SESSIONS,
+    check_not_future, check_timeline, Bad, ImportFormat, ImportReport, Rejection,
+    IMPORT_BATCH_SESSIONS,
 };
 use std::io::BufRead;
 use std::path::Path;
@@ -52,7 +53,10 @@ impl Ledger {
     /// time. Idempotent: a session
     /// whose id already exists is counted as skipped and left untouched.
     /// All-or-nothing per session: a refused session writes no row and is
-    /// listed (file, line, field, reason) in the report. `progress` is
+    /// listed (file, line, field, reason) in the report — among them, in
+    /// every format, a session whose row disagrees with its own timeline
+    /// (status, rev, `ended_at_ms`, `final_result`, `checkpoint_seq`;
+    /// docs/import-export.md, "The row and its timeline"). `progress` is
     /// called after each committed batch with the counts so far.
     ///
     /// A signal ([`LedgerOptions::interrupt`](crate::LedgerOptions::interrupt))
@@ -287,15 +291,16 @@ impl Ledger {
         if batch.is_empty() {
             return Ok(());
         }
-        // Times far in the future would become every later write's time
-        // (the clock never goes below the newest session's or event's).
+        // Every format, once converted: the row must agree with its own
+        // timeline (docs/import-export.md, "The row and its timeline"), and
+        // no time may lie far in the future, which would become every later
+        // write's time (the clock never goes below the newest session's or
+        // event's).
         let now = self.now_ms();
         for item in &mut batch {
-            if let Err(b) = item
-                .rows
-                .as_ref()
-                .map_or(Ok(()), |r| check_not_future(r, now))
-            {
+            if let Err(b) = item.rows.as_ref().map_or(Ok(()), |r| {
+                check_timeline(r).and_then(|()| check_not_future(r, now))
+            }) {
                 item.rows = Err(b);
             }
         }

@@ -50,6 +50,7 @@ pub use leases::{
 };
 pub use snapshots::{ForkRequest, SnapshotInfo, SnapshotList};
 pub use tree::{ChildCounts, PurgedParent, SessionTree, TreeNode, TREE_MAX_NODES};
+pub use verify_export::{ExportOutcome, ExportSession};
 pub use written::{Replayed, Written};
 
 pub use request::Mutation;

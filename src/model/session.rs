@@ -369,6 +369,74 @@ pub struct Session {
     pub ended_at_ms: Option<i64>,
 }
 
+/// The key of a session's `metadata` under which a Phelix import keeps
+/// what the file records beside its events: `{"phelix": {"checkpoint":
+/// {step, note, at_ms, seq}}}`, the file's checkpoint block
+/// (docs/import-export.md, "Phelix mapping").
+pub const PHELIX_METADATA_KEY: &str = "phelix";
+
+/// The key, under [`PHELIX_METADATA_KEY`], of the checkpoint block.
+pub const PHELIX_CHECKPOINT_KEY: &str = "checkpoint";
+
+impl Session {
+    /// Makes the checkpoint block a Phelix import kept in `metadata` the
+    /// session's checkpoint while it is still the latest one, so `show`,
+    /// `list` and the MCP tools give the file's step and note
+    /// (docs/import-export.md, "Phelix mapping"); the event it points at
+    /// keeps the file's own detail.
+    ///
+    /// The block counts only when its `seq` and `at_ms` are those of the
+    /// checkpoint read from the event `checkpoint_seq` names (a checkpoint
+    /// made here afterwards takes over) and its `step` (1–200 characters,
+    /// one line) and `note` (at most 4096) pass the checkpoint verb's
+    /// caps; otherwise the checkpoint stays the event's (`data.step`,
+    /// `detail`). Both stores call it on every session they read.
+    pub(crate) fn apply_kept_checkpoint(&mut self) {
+        use crate::validate::{self as v, Lines};
+        use serde_json::Value;
+        let Some(latest) = &self.checkpoint else {
+            return;
+        };
+        let text = self.metadata.get();
+        // Nearly every session has no such key: skip the parse.
+        if !text.contains("\"phelix\"") {
+            return;
+        }
+        let Ok(meta) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        let Some(block) = meta
+            .get(PHELIX_METADATA_KEY)
+            .and_then(|p| p.get(PHELIX_CHECKPOINT_KEY))
+        else {
+            return;
+        };
+        let int = |k: &str| block.get(k).and_then(Value::as_i64);
+        if int("seq") != Some(latest.seq) || int("at_ms") != Some(latest.at_ms) {
+            return;
+        }
+        let text_of = |k: &str, min: usize, max: usize, lines: Lines| match block.get(k) {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(t)) if v::text(k, t, min, max, lines).is_ok() => {
+                Some(Some(t.clone()))
+            }
+            Some(_) => None,
+        };
+        let (Some(step), Some(note)) = (
+            text_of("step", 1, v::STEP_MAX, Lines::Single),
+            text_of("note", 0, v::NOTE_MAX, Lines::Multi),
+        ) else {
+            return;
+        };
+        self.checkpoint = Some(Checkpoint {
+            step,
+            note,
+            at_ms: latest.at_ms,
+            seq: latest.seq,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -233,6 +233,7 @@ pub fn complete_session(
                 })
             })
             .optional()?;
+        session.apply_kept_checkpoint();
     }
     fill_refs(conn, session)
 }

@@ -12,6 +12,9 @@ pub(crate) mod json;
 pub(crate) mod jsonl;
 pub(crate) mod phelix;
 pub(crate) mod source;
+mod timeline;
+
+pub(crate) use timeline::check_timeline;
 
 use crate::error::Error;
 use crate::model::SessionStatus;

@@ -6,6 +6,7 @@
 use super::json::{object_text, value_text, Obj};
 use super::jsonl::actor_type;
 use super::{check_rows, event_type_ok, opt_name, opt_text, status, Bad};
+use crate::model::session::{PHELIX_CHECKPOINT_KEY, PHELIX_METADATA_KEY};
 use crate::model::{Session, SessionStatus, Usage};
 use crate::redact::redact;
 use crate::store::transfer::{EventRow, RefRow, SessionRows, StoredEvent};
@@ -19,14 +20,6 @@ use serde_json::json;
 /// sessions imported then come back as their files were.
 pub const PHELIX_DETAIL_KEY: &str = "phelix_detail";
 
-/// The key of a session's `metadata` under which a Phelix import keeps what
-/// Phelix records and logbook's columns do not: `{"checkpoint": {step,
-/// note, at_ms, seq}}`, the file's checkpoint block as given.
-pub const PHELIX_METADATA_KEY: &str = "phelix";
-
-/// The key, under [`PHELIX_METADATA_KEY`], of the checkpoint block.
-const CHECKPOINT_KEY: &str = "checkpoint";
-
 #[derive(Serialize)]
 struct PActor<'a> {
     #[serde(rename = "type")]
@@ -35,7 +28,7 @@ struct PActor<'a> {
     authenticated: bool,
 }
 
-#[derive(Serialize, serde::Deserialize)]
+#[derive(Serialize)]
 struct PCheckpoint {
     step: Option<String>,
     note: Option<String>,
@@ -82,15 +75,6 @@ fn phelix_detail(e: &StoredEvent) -> Option<String> {
     e.detail.clone()
 }
 
-/// The checkpoint block a Phelix import kept in the session's metadata.
-/// It is the session's checkpoint only while its seq is still the latest
-/// checkpoint's (a checkpoint made in logbook afterwards replaces it).
-fn imported_checkpoint(s: &Session) -> Option<PCheckpoint> {
-    let meta: serde_json::Value = serde_json::from_str(s.metadata.get()).ok()?;
-    let block = meta.get(PHELIX_METADATA_KEY)?.get(CHECKPOINT_KEY)?;
-    serde_json::from_value(block.clone()).ok()
-}
-
 /// Renders one session as a Phelix file (compact, with a trailing `\n`).
 pub(crate) fn render(s: &Session, events: &[StoredEvent]) -> serde_json::Result<String> {
     let p = PSession {
@@ -108,15 +92,14 @@ pub(crate) fn render(s: &Session, events: &[StoredEvent]) -> serde_json::Result<
         plan_ids: &s.plan_ids,
         operation_ids: &s.operation_ids,
         deployment_ids: &s.deployment_ids,
-        checkpoint: s.checkpoint.as_ref().map(|c| {
-            imported_checkpoint(s)
-                .filter(|k| k.seq == c.seq)
-                .unwrap_or_else(|| PCheckpoint {
-                    step: c.step.clone(),
-                    note: c.note.clone(),
-                    at_ms: c.at_ms,
-                    seq: c.seq,
-                })
+        // The session's checkpoint: the block a Phelix import kept while it
+        // is still the latest (`Session::apply_kept_checkpoint`), else the
+        // event's.
+        checkpoint: s.checkpoint.as_ref().map(|c| PCheckpoint {
+            step: c.step.clone(),
+            note: c.note.clone(),
+            at_ms: c.at_ms,
+            seq: c.seq,
         }),
         final_result: s.final_result.as_deref(),
         events: events
@@ -191,11 +174,13 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         });
     }
 
-    // The checkpoint block is a fact of its own: the event it points at is
-    // kept exactly as the file has it (logbook would read the step from the
-    // event's `data.step` and the note from its `detail`, which in Phelix
-    // says "step …"), and the block is kept whole in
-    // `metadata.phelix.checkpoint`, which Phelix export writes back.
+    // The checkpoint block is the session's checkpoint: it is kept whole in
+    // `metadata.phelix.checkpoint`, which every read of the session takes
+    // as its checkpoint while it is the latest
+    // (`Session::apply_kept_checkpoint`) and Phelix export writes back.
+    // The event it points at is kept exactly as the file has it (in Phelix
+    // its detail says "step …"; logbook would read the step from the
+    // event's `data.step` and the note from its `detail`).
     let mut checkpoint_seq = None;
     let mut metadata = "{}".to_owned();
     if let Some(c) = o.obj("checkpoint")? {
@@ -227,7 +212,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
         let block = json!({"step": step, "note": note, "at_ms": at_ms, "seq": seq});
         metadata = value_text(
             "checkpoint",
-            json!({ PHELIX_METADATA_KEY: { CHECKPOINT_KEY: block } }),
+            json!({ PHELIX_METADATA_KEY: { PHELIX_CHECKPOINT_KEY: block } }),
         )?;
         checkpoint_seq = Some(seq);
     }

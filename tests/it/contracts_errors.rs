@@ -188,6 +188,31 @@ fn samples() -> Vec<(&'static str, Error)> {
                 report: Box::new(json!({"sessions": 2, "events": 9, "out": null})),
             },
         ),
+        (
+            "ExportUnproven",
+            Error::ExportUnproven {
+                reason: "proves nothing about this ledger: none of its 2 session(s) is purged \
+                         here with a tombstone that matches (1 not purged here, 1 with no \
+                         tombstone here)"
+                    .into(),
+                sessions: vec![
+                    logbook::ExportSession {
+                        events: 4,
+                        head_hash: "5e".repeat(32),
+                        line: 1,
+                        outcome: logbook::ExportOutcome::NotPurgedHere,
+                        session_id: ses.into(),
+                    },
+                    logbook::ExportSession {
+                        events: 2,
+                        head_hash: "a7".repeat(32),
+                        line: 2,
+                        outcome: logbook::ExportOutcome::NoTombstone,
+                        session_id: "ses_fedcba9876543210".into(),
+                    },
+                ],
+            },
+        ),
     ]
 }
 
@@ -268,6 +293,13 @@ fn note(sample: &str) -> Option<&'static str> {
              here)."
         }
         "CheckpointNotFound" => "`seq` is `null` when the latest snapshot was asked for.",
+        "ExportUnproven" => {
+            "`verify --export FILE` where no session of the file is purged here with a \
+             tombstone that matches, so the file proves nothing about this ledger: `field` and \
+             `reason` as above, and every session of the file with its line, event count, head \
+             hash (recomputed from the file) and outcome, `not_purged_here` (the session is \
+             still here) or `no_tombstone` (neither it nor a tombstone of it is here)."
+        }
         "Interrupted" => "The signal's name.",
         "Unavailable" => {
             "The server could not be reached: nothing was written (`outcome` `not_applied`)."

@@ -58,7 +58,8 @@ fn import(env: &TestEnv, format: &str, src: &Path) -> Value {
 
 /// The fixture's `ses_1a2b3c4d5e6f7081`: event 2 says "step deploy", the
 /// checkpoint block's note "canary at 10%". The event used to be given the
-/// note as its detail.
+/// note as its detail; now the block is the session's checkpoint and the
+/// event keeps its own.
 #[test]
 fn phelix_import_keeps_every_event_exactly_and_the_checkpoint_block_beside_them() {
     let env = TestEnv::new();
@@ -91,12 +92,15 @@ fn phelix_import_keeps_every_event_exactly_and_the_checkpoint_block_beside_them(
 
     // A crafted file: a checkpoint event with data of its own and a detail
     // unlike the block's note, a multi-line detail, an event without one.
+    // Its rev is 4: each of its four events is a mutation of its own (it
+    // said 3 before import checked rev against the timeline, and is
+    // rejected with 3 now).
     let dir = env.dir.path().join("crafted/sessions");
     std::fs::create_dir_all(&dir).unwrap();
     let id = "ses_0000000000000c01";
     let file = json!({
         "schema_version": "1", "session_id": id, "status": "active", "title": "t",
-        "app": null, "actor": {"type": "cli", "id": null, "authenticated": false}, "rev": 3,
+        "app": null, "actor": {"type": "cli", "id": null, "authenticated": false}, "rev": 4,
         "plan_ids": [], "operation_ids": [], "deployment_ids": [],
         "checkpoint": {"step": "s2", "note": "the note", "at_ms": 30, "seq": 2},
         "final_result": null,
@@ -117,6 +121,9 @@ fn phelix_import_keeps_every_event_exactly_and_the_checkpoint_block_beside_them(
         s["session"]["metadata"]["phelix"]["checkpoint"],
         file["checkpoint"]
     );
+    // The block is the session's checkpoint, not the event's `data.step`
+    // and detail.
+    assert_eq!(s["session"]["checkpoint"], file["checkpoint"]);
     assert_eq!(env.json(&["verify"]).code, 0);
 
     // Phelix export writes the block back, and every event as it was.

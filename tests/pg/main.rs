@@ -136,10 +136,14 @@ mod transfer_fidelity;
 mod transfer_jsonl;
 #[path = "../it/transfer_seeds.rs"]
 mod transfer_seeds;
+#[path = "../it/transfer_timeline.rs"]
+mod transfer_timeline;
 #[path = "../it/transfer_workflow.rs"]
 mod transfer_workflow;
 #[path = "../it/tree.rs"]
 mod tree;
+#[path = "../it/verify_export.rs"]
+mod verify_export;
 #[path = "../it/views.rs"]
 mod views;
 

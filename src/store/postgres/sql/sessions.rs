@@ -187,6 +187,7 @@ pub fn map_session(row: &Row) -> Result<(Session, i64, Option<i64>)> {
             at_ms,
             seq,
         });
+        session.apply_kept_checkpoint();
     }
     let kinds: Vec<String> = col::<Option<Vec<String>>>(row, 31)?.unwrap_or_default();
     let ids: Vec<String> = col::<Option<Vec<String>>>(row, 32)?.unwrap_or_default();
