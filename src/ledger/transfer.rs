@@ -199,18 +199,34 @@ impl Ledger {
     /// an [`Error::Incomplete`]'s report
     /// then has `out` null (nothing was written to `path`).
     pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
+        self.export_jsonl_file_as(ids, path, "out")
+    }
+
+    /// [`Ledger::export_jsonl_file`], its INVALID_ARGUMENT errors naming
+    /// `field` (`purge --export` names `export`).
+    pub(super) fn export_jsonl_file_as(
+        &self,
+        ids: &[String],
+        path: &Path,
+        field: &str,
+    ) -> Result<ExportReport> {
         // Before anything is read: a folder cannot be renamed over, so the
         // whole export would be done for nothing (attack report #13).
         if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            let phelix = if field == "out" {
+                ", or use --format phelix to write a folder"
+            } else {
+                ""
+            };
             return Err(Error::invalid(
-                "out",
+                field,
                 format!(
-                    "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like), or use --format phelix to write a folder",
+                    "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like){phelix}",
                     path.display()
                 ),
             ));
         }
-        let mut file = PrivateFile::create(path, &self.own_files()?, "out")?;
+        let mut file = PrivateFile::create(path, &self.own_files()?, field)?;
         let mut report = export_report(ExportFormat::Jsonl, None);
         let done = self
             .jsonl_into(ids, file.writer(), &mut report)

@@ -53,6 +53,7 @@ mod mcp_wire;
 mod migration_files;
 mod pg;
 mod purge;
+mod purge_cli;
 mod readonly;
 mod readonly_media;
 mod replaced;

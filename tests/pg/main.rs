@@ -98,6 +98,8 @@ mod mcp_sessions;
 mod mcp_wire;
 #[path = "../it/purge.rs"]
 mod purge;
+#[path = "../it/purge_cli.rs"]
+mod purge_cli;
 #[path = "../it/readonly.rs"]
 mod readonly;
 #[path = "../it/replays.rs"]
