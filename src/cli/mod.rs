@@ -240,7 +240,8 @@ enum Command {
     Gate(gate::GateCommand),
     /// Export sessions with all their events (jsonl or a Phelix folder)
     ///
-    /// jsonl: one line per session in session id order, every column and
+    /// jsonl (the default, as for `import`): one line per session in
+    /// session id order, every column and
     /// event with its hash; importing it into an empty database and
     /// exporting again gives the same bytes. Without --out it goes to
     /// stdout (then --json is refused: the export is the output). phelix:
@@ -257,7 +258,7 @@ enum Command {
     /// SESSION_NOT_FOUND (a --session that does not exist; nothing is
     /// written), STORE_IO, INTERRUPTED. See docs/import-export.md.
     #[command(
-        after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
+        after_help = "Example:\n  logbook export --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
     )]
     Export(transfer::ExportArgs),
     /// Import sessions from a jsonl export, a Phelix folder or an Amber tree

@@ -379,8 +379,9 @@ pub fn view(v: &SessionView) -> String {
     out
 }
 
-/// `list`: a table, then the next cursor if any.
-pub fn page(p: &SessionPage) -> String {
+/// `list`: a table, then the next cursor if any. Its time column is the
+/// one the page is sorted by: CREATED, or UPDATED with `order_updated`.
+pub fn page(p: &SessionPage, order_updated: bool) -> String {
     let rows: Vec<Vec<String>> = p
         .sessions
         .iter()
@@ -389,7 +390,11 @@ pub fn page(p: &SessionPage) -> String {
                 s.session_id.to_string(),
                 s.status.as_str().to_owned(),
                 s.rev.to_string(),
-                format_ms(s.updated_at_ms),
+                format_ms(if order_updated {
+                    s.updated_at_ms
+                } else {
+                    s.created_at_ms
+                }),
                 s.app
                     .as_deref()
                     .map(|a| preview(a, 20))
@@ -402,7 +407,14 @@ pub fn page(p: &SessionPage) -> String {
         "no sessions\n".to_owned()
     } else {
         table(
-            &["SESSION", "STATUS", "REV", "UPDATED", "APP", "TITLE"],
+            &[
+                "SESSION",
+                "STATUS",
+                "REV",
+                if order_updated { "UPDATED" } else { "CREATED" },
+                "APP",
+                "TITLE",
+            ],
             &rows,
             &[2],
         )

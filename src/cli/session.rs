@@ -594,6 +594,6 @@ fn list(a: &ListArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
         cursor: a.cursor.clone(),
     };
     let p = open(g)?.list_sessions(&req)?;
-    out.success(&p, render::page);
+    out.success(&p, |p| render::page(p, req.order_updated));
     Ok(())
 }
