@@ -54,6 +54,7 @@ mod migration_files;
 mod pg;
 mod purge;
 mod purge_cli;
+mod readme;
 mod readonly;
 mod readonly_media;
 mod replaced;

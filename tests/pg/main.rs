@@ -140,6 +140,7 @@ mod views;
 //   server's doctor and its refusal of backup are in pg_server.
 // - db_files: the file, its -wal/-shm/-lock companions and their modes.
 // - migration_files: SQLite's migration files and refinery's history.
+// - readme: README.md's first screen and docs/storage.md (text, no database).
 // - readonly_media: a read-only mount under a SQLite file.
 // - replaced: a SQLite file replaced or removed under an open handle.
 // - schema: SQLite's schema (sqlite_schema, PRAGMAs, its triggers via
