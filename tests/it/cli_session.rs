@@ -248,6 +248,7 @@ fn show_has_session_events_and_resolved() {
             "events",
             "resolved",
             "children",
+            "purged_children",
             "blocking_gate",
             "lease"
         ]
