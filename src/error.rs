@@ -87,7 +87,7 @@ pub enum Error {
     },
     /// LEASE_HELD: a live owner other than the caller holds the session's
     /// lease (issue 4 §6).
-    #[error("session {id} is leased by pid {pid} on {hostname} until {expires_at_ms} (ms since the epoch); present its --lease token, or wait until it is released or expires")]
+    #[error("session {id} is leased by pid {pid} on {hostname} until {}; present its --lease token, or wait until it is released or expires", crate::clock::format_ms(*expires_at_ms))]
     LeaseHeld {
         /// The session.
         id: String,

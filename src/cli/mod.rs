@@ -182,9 +182,18 @@ enum Command {
     /// times, event count, newest event's hash) and the purge a row in
     /// `purges` (docs/schema.md, "Retention"); `v_purges` shows progress.
     ///
-    /// --dry-run prints what would go and changes nothing. A real purge asks
-    /// on a terminal, or needs --yes. --export FILE first writes the chosen
-    /// sessions as JSON Lines (`import` restores them), synced to disk.
+    /// The filter is checked first (INVALID_ARGUMENT naming it), before
+    /// --yes. --dry-run prints what would go and changes nothing: the
+    /// counts and the first 10 sessions, and under --json every chosen id
+    /// in `session_ids` (all held in memory: about 60 bytes a session, 60 MB
+    /// for a million). It refuses --export (INVALID_ARGUMENT, field
+    /// `export`): a dry run writes no file. A real purge asks on a terminal,
+    /// or needs --yes (always with --json); answering anything but y purges
+    /// nothing, prints `nothing purged` on stderr and exits 1 (no error
+    /// code: nothing failed). --export FILE first writes the chosen
+    /// sessions as JSON Lines (`import` restores them), synced to disk; its
+    /// errors name the field `export`. The JSON `filter` (in the plan and
+    /// the report) is the filter object `purges.filter` records.
     /// Batches are short write transactions (at most 50 sessions or 1,000
     /// events), with a pause after each so writers beside it get the lock;
     /// SIGINT or SIGTERM stops between batches (exit 130 / 143),
@@ -193,9 +202,9 @@ enum Command {
     /// file has auto_vacuum=INCREMENTAL (every file created by this
     /// version); an older file needs one VACUUM, which purge explains.
     ///
-    /// Errors: INVALID_ARGUMENT (no filter; a live status; --export exists
-    /// or names the database; not confirmed), STORE_IO, STORE_BUSY,
-    /// INTERRUPTED.
+    /// Errors: INVALID_ARGUMENT (no filter; a live status; --export with
+    /// --dry-run, or a FILE that exists or names the database; no --yes off
+    /// a terminal), STORE_IO, STORE_BUSY, INTERRUPTED.
     #[command(
         after_help = "Example:\n  logbook purge --ended-before 2026-06-01T00:00:00Z --dry-run\n  logbook purge --app ci --keep-last 100 --export ci-old.jsonl --yes"
     )]
@@ -231,7 +240,8 @@ enum Command {
     Gate(gate::GateCommand),
     /// Export sessions with all their events (jsonl or a Phelix folder)
     ///
-    /// jsonl: one line per session in session id order, every column and
+    /// jsonl (the default, as for `import`): one line per session in
+    /// session id order, every column and
     /// event with its hash; importing it into an empty database and
     /// exporting again gives the same bytes. Without --out it goes to
     /// stdout (then --json is refused: the export is the output). phelix:
@@ -248,7 +258,7 @@ enum Command {
     /// SESSION_NOT_FOUND (a --session that does not exist; nothing is
     /// written), STORE_IO, INTERRUPTED. See docs/import-export.md.
     #[command(
-        after_help = "Example:\n  logbook export --format jsonl --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
+        after_help = "Example:\n  logbook export --out backup.jsonl\n  logbook export --format phelix --session ses_1a2b3c4d5e6f7081 --out ./phelix"
     )]
     Export(transfer::ExportArgs),
     /// Import sessions from a jsonl export, a Phelix folder or an Amber tree
@@ -357,7 +367,7 @@ pub fn main() -> ExitCode {
         Command::Events(args) => timeline::events(args, &cli.global, &out).map(|()| None),
         Command::Doctor => admin::doctor(&cli.global, &out).map(|()| None),
         Command::Backup(args) => admin::backup(args, &cli.global, &out).map(|()| None),
-        Command::Purge(args) => retention::purge(args, &cli.global, &out).map(|()| None),
+        Command::Purge(args) => retention::purge(args, &cli.global, &out),
         Command::Sql(args) => sql::sql(args, &cli.global, &out).map(|()| None),
         Command::Completions(args) => sql::completions(args, &out).map(|()| None),
         Command::Gate(cmd) => gate::run(cmd, &cli.global, &out).map(|()| None),

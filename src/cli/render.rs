@@ -7,6 +7,7 @@
 
 use super::summary::event_summary;
 use logbook::clock::format_ms;
+use logbook::ledger::PurgedChildren;
 use logbook::model::EventType;
 use logbook::{Event, Session, SessionPage, SessionView};
 
@@ -297,6 +298,25 @@ pub fn feed(events: &[Event]) -> String {
     table(&FEED, &rows, &[0, 2])
 }
 
+/// A session's purged children: `2 children: 1 by purge 1 (TIME), 1 by
+/// purge 3 (TIME)`, each time the last child that purge removed.
+pub fn purged_children(p: &PurgedChildren) -> String {
+    let by: Vec<String> = p
+        .purges
+        .iter()
+        .map(|c| {
+            format!(
+                "{} by purge {} ({})",
+                c.sessions,
+                c.purge_id,
+                format_ms(c.purged_at_ms)
+            )
+        })
+        .collect();
+    let noun = if p.total == 1 { "child" } else { "children" };
+    format!("{} {noun}: {}", p.total, by.join(", "))
+}
+
 /// `show`: the session block, its events, and resolved references.
 pub fn view(v: &SessionView) -> String {
     let mut out = session(&v.session);
@@ -310,6 +330,9 @@ pub fn view(v: &SessionView) -> String {
                 c.total, c.pending, c.active, c.paused, c.completed, c.failed, c.cancelled
             ),
         );
+    }
+    if v.purged_children.total > 0 {
+        kv(&mut out, "purged", &purged_children(&v.purged_children));
     }
     if let Some(g) = &v.blocking_gate {
         kv(
@@ -356,8 +379,9 @@ pub fn view(v: &SessionView) -> String {
     out
 }
 
-/// `list`: a table, then the next cursor if any.
-pub fn page(p: &SessionPage) -> String {
+/// `list`: a table, then the next cursor if any. Its time column is the
+/// one the page is sorted by: CREATED, or UPDATED with `order_updated`.
+pub fn page(p: &SessionPage, order_updated: bool) -> String {
     let rows: Vec<Vec<String>> = p
         .sessions
         .iter()
@@ -366,7 +390,11 @@ pub fn page(p: &SessionPage) -> String {
                 s.session_id.to_string(),
                 s.status.as_str().to_owned(),
                 s.rev.to_string(),
-                format_ms(s.updated_at_ms),
+                format_ms(if order_updated {
+                    s.updated_at_ms
+                } else {
+                    s.created_at_ms
+                }),
                 s.app
                     .as_deref()
                     .map(|a| preview(a, 20))
@@ -379,7 +407,14 @@ pub fn page(p: &SessionPage) -> String {
         "no sessions\n".to_owned()
     } else {
         table(
-            &["SESSION", "STATUS", "REV", "UPDATED", "APP", "TITLE"],
+            &[
+                "SESSION",
+                "STATUS",
+                "REV",
+                if order_updated { "UPDATED" } else { "CREATED" },
+                "APP",
+                "TITLE",
+            ],
             &rows,
             &[2],
         )

@@ -1,7 +1,7 @@
 //! `logbook purge`: parsing, the confirmation prompt, the progress bar and
 //! rendering; the purge itself is `Ledger::purge` (SPEC §8).
 
-use super::output::Printer;
+use super::output::{write_stderr, Printer};
 use super::{open, open_interruptible, render, GlobalArgs};
 use clap::Args;
 use logbook::clock::{format_ms, parse_time};
@@ -10,6 +10,12 @@ use logbook::model::SessionStatus;
 use logbook::{Error, Result};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The exit status of a purge declined at the prompt: 1, as `grep` exits 1
+/// when it finds nothing. No error is printed (nothing failed), only
+/// `nothing purged` on stderr.
+const DECLINED: u8 = 1;
 
 /// `logbook purge`
 #[derive(Debug, Args)]
@@ -28,16 +34,18 @@ pub struct PurgeArgs {
     /// Keep the newest N ended sessions of each app (by end time)
     #[arg(long, value_name = "N")]
     keep_last: Option<u64>,
-    /// Print what would go (counts, bytes, the first sessions) and change
-    /// nothing
+    /// Print what would go (counts, bytes, the first sessions; under --json
+    /// every chosen id in `session_ids`) and change nothing
     #[arg(long)]
     dry_run: bool,
-    /// Purge without asking (required when stdin is not a terminal)
+    /// Purge without asking (required when stdin is not a terminal, and
+    /// with --json)
     #[arg(long)]
     yes: bool,
     /// First write the chosen sessions, with all their rows, to FILE as
     /// JSON Lines (what `import` reads), flushed to disk; nothing is purged
-    /// if that fails. FILE must not exist
+    /// if that fails. FILE must not exist. Refused with --dry-run, which
+    /// writes nothing
     #[arg(long, value_name = "FILE")]
     export: Option<PathBuf>,
 }
@@ -95,7 +103,7 @@ fn plan_text(p: &PurgePlan) -> String {
         ));
         if p.sessions > p.first.len() as u64 {
             s.push_str(&format!(
-                "… and {} more\n",
+                "… and {} more (`purge --dry-run --json` lists every id)\n",
                 p.sessions - p.first.len() as u64
             ));
         }
@@ -158,12 +166,20 @@ fn confirm(p: &PurgePlan) -> Result<bool> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-pub fn purge(a: &PurgeArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
-    let filter = filter(a)?;
+/// Runs `purge`. `Ok(Some(1))` when the prompt was answered no: nothing
+/// failed (so no error code), nothing was purged, and the exit status says
+/// so.
+pub fn purge(a: &PurgeArgs, g: &GlobalArgs, out: &Printer) -> Result<Option<ExitCode>> {
+    let req = PurgeRequest {
+        filter: filter(a)?,
+        export: a.export.clone(),
+    };
+    // Before the database is opened, and before --yes is looked at.
+    req.check(a.dry_run)?;
     if a.dry_run {
-        let plan = open(g)?.purge_plan(&filter)?;
+        let plan = open(g)?.purge_dry_run(&req)?;
         out.success(&plan, plan_text);
-        return Ok(());
+        return Ok(None);
     }
     if !a.yes {
         if !std::io::stdin().is_terminal() || out.json {
@@ -172,13 +188,14 @@ pub fn purge(a: &PurgeArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
                 "purge deletes sessions for good: pass --yes to confirm (or --dry-run to see what would go)",
             ));
         }
-        let plan = open(g)?.purge_plan(&filter)?;
+        let plan = open(g)?.purge_plan(&req.filter)?;
         if plan.sessions == 0 && plan.resumes.is_none() {
             out.success(&plan, plan_text);
-            return Ok(());
+            return Ok(None);
         }
         if !confirm(&plan)? {
-            return Err(Error::invalid("yes", "not confirmed; nothing was purged"));
+            write_stderr("nothing purged\n");
+            return Ok(Some(ExitCode::from(DECLINED)));
         }
     }
     // Before any other thread starts (the progress bar's; see `signals`).
@@ -199,15 +216,11 @@ pub fn purge(a: &PurgeArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
             pb.set_position(done);
         }
     };
-    let req = PurgeRequest {
-        filter,
-        export: a.export.clone(),
-    };
     let result = ledger.purge(&req, &mut tick);
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
     let report = result?;
     out.success(&report, report_text);
-    Ok(())
+    Ok(None)
 }

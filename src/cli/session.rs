@@ -27,7 +27,9 @@ pub enum SessionCommand {
     Create(CreateArgs),
     /// Show a session with all its events and resolved references
     ///
-    /// Plan, operation and deployment ids resolve with the commands of
+    /// Also counts its direct children by status, and those that purges
+    /// removed by purge (`purged_children`: their tombstones name it as
+    /// parent). Plan, operation and deployment ids resolve with the commands of
     /// logbook.toml (README "Resolving references"), which is refused when
     /// another user can change it. Errors: INVALID_ARGUMENT (malformed id;
     /// a logbook.toml that does not parse, is owned by another user or is
@@ -592,6 +594,6 @@ fn list(a: &ListArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
         cursor: a.cursor.clone(),
     };
     let p = open(g)?.list_sessions(&req)?;
-    out.success(&p, render::page);
+    out.success(&p, |p| render::page(p, req.order_updated));
     Ok(())
 }

@@ -15,8 +15,9 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// Output format: jsonl (one session per line, every column and event;
-    /// re-imports exactly) or phelix (DIR/sessions/<id>.json)
-    #[arg(long, value_name = "FORMAT", value_parser = parse_export_format)]
+    /// re-imports exactly) or phelix (DIR/sessions/<id>.json), as `import`
+    /// reads them
+    #[arg(long, value_name = "FORMAT", value_parser = parse_export_format, default_value = "jsonl")]
     format: ExportFormat,
     /// Export only this session (can be repeated; default: every session)
     #[arg(long = "session", value_name = "ID")]

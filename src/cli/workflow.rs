@@ -44,6 +44,11 @@ pub enum WorkflowCommand {
     Fork(ForkArgs),
     /// Show a session and all its descendants with their status
     ///
+    /// Depth first, children in creation order, at most 10,000 sessions.
+    /// Each node counts its direct children that purges removed, by purge
+    /// (`purged_children`; a line after the table names each such session);
+    /// a root whose parent was purged names it (`parent_purged`).
+    ///
     /// Errors: INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     #[command(after_help = "Example:\n  logbook session tree ses_1a2b3c4d5e6f7081")]
     Tree(WfIdArg),
@@ -262,6 +267,13 @@ fn render_tree(t: &SessionTree) -> String {
         ));
     }
     out.push_str(&table(&["SESSION", "STATUS", "TITLE"], &rows, &[]));
+    for n in t.nodes.iter().filter(|n| n.purged_children.total > 0) {
+        out.push_str(&format!(
+            "{} purged {}\n",
+            n.session_id,
+            super::render::purged_children(&n.purged_children)
+        ));
+    }
     if t.truncated {
         out.push_str(&format!(
             "… truncated at {} sessions\n",

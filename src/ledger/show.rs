@@ -34,6 +34,9 @@ pub struct SessionView {
     pub resolved: Vec<Resolved>,
     /// Direct children by status (issue 4 §2).
     pub children: super::tree::ChildCounts,
+    /// Direct children that purges removed, by purge (SPEC §8); not in
+    /// `children`.
+    pub purged_children: super::tree::PurgedChildren,
     /// The pending gate a live session waits on, or null (issue 4 §4).
     pub blocking_gate: Option<crate::model::Gate>,
     /// The session's lease without its token, or null (issue 4 §6).
@@ -150,6 +153,7 @@ impl Ledger {
                 events,
                 resolved,
                 children: wf.children,
+                purged_children: wf.purged_children,
                 blocking_gate: wf.blocking_gate,
                 lease: wf.lease,
             })

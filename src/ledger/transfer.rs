@@ -291,40 +291,48 @@ impl Ledger {
     /// an [`Error::Incomplete`]'s report
     /// then has `out` null (nothing was written to `path`).
     pub fn export_jsonl_file(&self, ids: &[String], path: &Path) -> Result<ExportReport> {
-        self.jsonl_file(ids, path, None)
+        self.jsonl_file(ids, path, "out", None)
     }
 
     /// [`Ledger::export_jsonl_file`] of those of `ids` that still exist
     /// (a purge's export: a session another purge removed since the plan
-    /// is left out, not an error); the report, and the ids written.
+    /// is left out, not an error), its INVALID_ARGUMENT errors naming
+    /// `export`; the report, and the ids written.
     pub(super) fn export_present_jsonl_file(
         &self,
         ids: &[String],
         path: &Path,
     ) -> Result<(ExportReport, HashSet<String>)> {
         let mut present = HashSet::new();
-        let report = self.jsonl_file(ids, path, Some(&mut present))?;
+        let report = self.jsonl_file(ids, path, "export", Some(&mut present))?;
         Ok((report, present))
     }
 
+    /// The jsonl export into a file; INVALID_ARGUMENT errors name `field`.
     fn jsonl_file(
         &self,
         ids: &[String],
         path: &Path,
+        field: &str,
         present: Option<&mut HashSet<String>>,
     ) -> Result<ExportReport> {
         // Before anything is read: a folder cannot be renamed over, so the
         // whole export would be done for nothing (attack report #13).
         if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            let phelix = if field == "out" {
+                ", or use --format phelix to write a folder"
+            } else {
+                ""
+            };
             return Err(Error::invalid(
-                "out",
+                field,
                 format!(
-                    "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like), or use --format phelix to write a folder",
+                    "{} is a folder; a jsonl export is one file: name a file (in that folder, if you like){phelix}",
                     path.display()
                 ),
             ));
         }
-        let mut file = PrivateFile::create(path, &self.own_files()?, "out")?;
+        let mut file = PrivateFile::create(path, &self.own_files()?, field)?;
         let mut report = export_report(ExportFormat::Jsonl, None);
         let done = self
             .jsonl_into(ids, file.writer(), &mut report, present)

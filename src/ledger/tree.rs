@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::model::{Gate, Session, SessionStatus};
 use crate::store::Tx;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Most sessions `session tree` returns: 10,000. A larger tree comes back
 /// with `truncated: true` (never silently cut).
@@ -34,6 +34,61 @@ pub struct ChildCounts {
     pub cancelled: i64,
 }
 
+/// A session's direct children that purges removed (SPEC §8): their
+/// tombstones name it as parent. `show`'s `purged_children`, and each
+/// `session tree` node's. A child counts under the purge that removed it
+/// last, and not at all once a session of its id exists again (imported
+/// back): it is then among the children again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PurgedChildren {
+    /// Children removed, over every purge.
+    pub total: i64,
+    /// By purge, oldest purge (lowest id) first; empty when `total` is 0.
+    pub purges: Vec<ChildrenPurge>,
+}
+
+/// The children of one session that one purge removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildrenPurge {
+    /// The purge (`purges.purge_id`).
+    pub purge_id: i64,
+    /// How many children it removed.
+    pub sessions: i64,
+    /// When it removed the last of them, ms since the epoch.
+    pub purged_at_ms: i64,
+}
+
+impl PurgedChildren {
+    /// Adds one purge's children.
+    fn add(&mut self, purge_id: i64, sessions: i64, purged_at_ms: i64) {
+        self.total += sessions;
+        self.purges.push(ChildrenPurge {
+            purge_id,
+            sessions,
+            purged_at_ms,
+        });
+    }
+}
+
+/// The purged children of each of `ids`, keyed by parent (one query per
+/// [`PURGED_CHILDREN_CHUNK`] ids).
+fn purged_children_of(tx: &mut dyn Tx, ids: &[String]) -> Result<HashMap<String, PurgedChildren>> {
+    let mut by_parent: HashMap<String, PurgedChildren> = HashMap::new();
+    for chunk in ids.chunks(PURGED_CHILDREN_CHUNK) {
+        for r in tx.purged_children(chunk)? {
+            by_parent.entry(r.parent_session_id).or_default().add(
+                r.purge_id,
+                r.sessions,
+                r.purged_at_ms,
+            );
+        }
+    }
+    Ok(by_parent)
+}
+
+/// Parent ids per purged-children query of `session tree`.
+const PURGED_CHILDREN_CHUNK: usize = 1_000;
+
 /// One session of a tree.
 #[derive(Debug, Clone, Serialize)]
 pub struct TreeNode {
@@ -51,6 +106,8 @@ pub struct TreeNode {
     pub created_at_ms: i64,
     /// Number of direct children.
     pub child_count: i64,
+    /// Its direct children that purges removed (not in `child_count`).
+    pub purged_children: PurgedChildren,
 }
 
 /// `session tree`: the root and all its descendants, depth first, children
@@ -86,6 +143,7 @@ pub struct PurgedParent {
 #[derive(Debug, Clone)]
 pub(super) struct WorkflowView {
     pub(super) children: ChildCounts,
+    pub(super) purged_children: PurgedChildren,
     pub(super) blocking_gate: Option<Gate>,
     pub(super) lease: Option<LeaseInfo>,
 }
@@ -115,8 +173,12 @@ pub(super) fn workflow_view(tx: &mut dyn Tx, s: &Session, now: i64) -> Result<Wo
     } else {
         pending_gate(tx, id)?
     };
+    let purged_children = purged_children_of(tx, &[id.to_owned()])?
+        .remove(id)
+        .unwrap_or_default();
     Ok(WorkflowView {
         children: child_counts(tx, id)?,
+        purged_children,
         blocking_gate,
         lease: lease_info(tx, id, now)?,
     })
@@ -149,6 +211,7 @@ impl Ledger {
                 title: root.title.clone(),
                 created_at_ms: root.created_at_ms,
                 child_count: 0,
+                purged_children: PurgedChildren::default(),
             }];
             let mut truncated = false;
             while let Some(mut node) = stack.pop() {
@@ -172,7 +235,15 @@ impl Ledger {
                         title: c.title,
                         created_at_ms: c.created_at_ms,
                         child_count: 0,
+                        purged_children: PurgedChildren::default(),
                     });
+                }
+            }
+            let ids: Vec<String> = nodes.iter().map(|n| n.session_id.clone()).collect();
+            let mut purged = purged_children_of(tx, &ids)?;
+            for n in &mut nodes {
+                if let Some(p) = purged.remove(&n.session_id) {
+                    n.purged_children = p;
                 }
             }
             let parent_purged = match &root.parent_session_id {

@@ -101,9 +101,12 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "logbook_session_show",
         title: "Show a session",
-        description: "Return {session, events, resolved}: the session, all its events by seq, \
-            and each referenced id with its state. Errors: INVALID_ARGUMENT (also field `config`: \
-            a logbook.toml that does not parse or that another user can change), SESSION_NOT_FOUND.",
+        description: "Return {session, events, resolved, children, purged_children, blocking_gate, \
+            lease} (as `session show --json`): the session, all its events by seq, each referenced \
+            id with its state, its direct children by status, the children purges removed (by \
+            purge), the pending gate it waits on (or null) and its lease without the token (or \
+            null). Errors: INVALID_ARGUMENT (also field `config`: a logbook.toml that does not \
+            parse or that another user can change), SESSION_NOT_FOUND.",
         fields: &[SESSION_ID],
         read_only: true,
         run: show,

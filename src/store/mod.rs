@@ -41,7 +41,7 @@ pub use open::{open, StoreConfig, SyncMode};
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, SessionStatus, Usage};
-use retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, Tombstone};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
@@ -510,4 +510,8 @@ pub trait Tx {
     fn find_tombstone(&mut self, id: &str) -> Result<Option<Tombstone>>;
     /// Up to `limit` tombstones after `(session_id, insert_seq)`.
     fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>>;
+    /// Per parent among `parents` and per purge, the parent's direct
+    /// children that purge removed (each child under its newest tombstone;
+    /// none whose id is a session again), by parent then purge id.
+    fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>>;
 }

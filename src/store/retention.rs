@@ -126,6 +126,20 @@ pub struct PurgeProgress {
     pub bytes_purged: i64,
 }
 
+/// Direct children of one parent that one purge removed (a row of
+/// [`purged_children`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgedChildRow {
+    /// The parent (`tombstones.parent_session_id`).
+    pub parent_session_id: String,
+    /// The purge that removed them.
+    pub purge_id: i64,
+    /// How many children (session ids).
+    pub sessions: i64,
+    /// When the last of them was purged, ms since the epoch.
+    pub purged_at_ms: i64,
+}
+
 /// The columns of a candidate: `s` a session row; the event count, the
 /// newest event's id and hash, and the bytes by correlated subqueries over
 /// the session's indexes.
@@ -222,6 +236,18 @@ fn tombstones_page_sql() -> String {
          ORDER BY session_id, insert_seq LIMIT ?2"
     )
 }
+
+/// Per parent in the JSON array ?1 of session ids and per purge, the
+/// children that purge removed: a child counts under its newest tombstone,
+/// and not at all while a session of its id exists again (imported back).
+/// Until `tombstones` has an index on `parent_session_id`, this reads every
+/// tombstone once.
+pub const PURGED_CHILDREN: &str = "SELECT t.parent_session_id, t.purge_id, count(*), \
+     max(t.purged_at_ms) FROM tombstones t \
+     WHERE t.parent_session_id IN (SELECT value FROM json_each(?1)) \
+     AND t.insert_seq = (SELECT max(n.insert_seq) FROM tombstones n WHERE n.session_id = t.session_id) \
+     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = t.session_id) \
+     GROUP BY t.parent_session_id, t.purge_id ORDER BY t.parent_session_id, t.purge_id";
 
 fn map_candidate(r: &Row<'_>) -> rusqlite::Result<PurgeCandidate> {
     Ok(PurgeCandidate {
@@ -584,4 +610,30 @@ pub fn tombstone_at(
     conn.prepare_cached(&tombstone_at_sql())?
         .query_row(params![id, insert_seq], map_tombstone)
         .optional()
+}
+
+/// Per parent among `parents_json` (a JSON array of session ids) and per
+/// purge, the children that purge removed ([`PURGED_CHILDREN`]), by parent
+/// then purge.
+pub fn purged_children(
+    conn: &Connection,
+    parents_json: &str,
+) -> rusqlite::Result<Vec<PurgedChildRow>> {
+    let mut stmt = conn.prepare_cached(PURGED_CHILDREN)?;
+    let rows = stmt.query_map([parents_json], |r| {
+        Ok(PurgedChildRow {
+            parent_session_id: r.get(0)?,
+            purge_id: r.get(1)?,
+            sessions: r.get(2)?,
+            purged_at_ms: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// A list of ids as the JSON array parameter of [`PURGED_CHILDREN`] (and
+/// of PostgreSQL's twin).
+pub(crate) fn ids_json(ids: &[String]) -> crate::error::Result<String> {
+    serde_json::to_string(ids)
+        .map_err(|e| crate::error::Error::internal(format!("cannot encode ids: {e}")))
 }

@@ -8,7 +8,9 @@
 //! a statement whose bound values it planned on, and builds a temp B-tree
 //! for an `IN` list of three or more), every value a parameter.
 
-use super::retention::{self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, Tombstone};
+use super::retention::{
+    self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, Tombstone,
+};
 use super::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
@@ -646,5 +648,9 @@ impl Tx for SqliteTx<'_> {
 
     fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>> {
         rt::tombstones_page(self.conn, after, limit).map_err(db)
+    }
+
+    fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>> {
+        rt::purged_children(self.conn, &rt::ids_json(parents)?).map_err(db)
     }
 }

@@ -248,6 +248,7 @@ fn show_has_session_events_and_resolved() {
             "events",
             "resolved",
             "children",
+            "purged_children",
             "blocking_gate",
             "lease"
         ]
@@ -442,4 +443,70 @@ fn human_output_times_are_rfc3339_utc() {
     let created = r.stdout.lines().find(|l| l.starts_with("created")).unwrap();
     let ts = created.split_whitespace().nth(1).unwrap();
     assert!(ts.ends_with('Z') && ts.len() == 24, "{ts}");
+}
+
+/// `session list`'s human table shows the time it is sorted by: CREATED by
+/// default, UPDATED with `--order updated`.
+#[test]
+fn list_shows_the_time_column_it_sorts_by() {
+    let env = TestEnv::new();
+    let a = env.create("first");
+    let b = env.create("second");
+    // a is updated after b was created: the two orders differ.
+    env.checkpoint(&a, "later");
+    let time_of = |id: &str, key: &str| {
+        let s = env.json(&["session", "show", id]).data()["session"].clone();
+        logbook::clock::format_ms(s[key].as_i64().unwrap())
+    };
+    let table = |args: &[&str]| -> Vec<Vec<String>> {
+        let mut v = vec!["session", "list"];
+        v.extend_from_slice(args);
+        let r = env.run(&v);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+            .lines()
+            .map(|l| l.split_whitespace().take(4).map(str::to_owned).collect())
+            .collect()
+    };
+    let rows = table(&[]);
+    assert_eq!(rows[0], ["SESSION", "STATUS", "REV", "CREATED"]);
+    assert_eq!(
+        rows[1],
+        [
+            b.clone(),
+            "active".into(),
+            "1".into(),
+            time_of(&b, "created_at_ms")
+        ]
+    );
+    assert_eq!(
+        rows[2],
+        [
+            a.clone(),
+            "active".into(),
+            "2".into(),
+            time_of(&a, "created_at_ms")
+        ]
+    );
+    assert_ne!(time_of(&a, "created_at_ms"), time_of(&a, "updated_at_ms"));
+    let rows = table(&["--order", "updated"]);
+    assert_eq!(rows[0], ["SESSION", "STATUS", "REV", "UPDATED"]);
+    assert_eq!(
+        rows[1],
+        [
+            a.clone(),
+            "active".into(),
+            "2".into(),
+            time_of(&a, "updated_at_ms")
+        ]
+    );
+    assert_eq!(
+        rows[2],
+        [
+            b.clone(),
+            "active".into(),
+            "1".into(),
+            time_of(&b, "updated_at_ms")
+        ]
+    );
 }

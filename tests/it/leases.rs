@@ -431,3 +431,37 @@ fn a_live_lease_covers_runs_usage_and_budgets() {
         assert_eq!(r.code, 0, "{with:?}: {}", r.stdout);
     }
 }
+
+/// LEASE_HELD names the lease's expiry in RFC 3339, like every other human
+/// time; `details.expires_at_ms` keeps the number.
+#[test]
+fn lease_held_prints_its_expiry_as_rfc3339() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let l = lock(&env, &s, &["--owner-pid", &me(), "--ttl-ms", "60000"]);
+    let expires = l["expires_at_ms"].as_i64().unwrap();
+    let when = logbook::clock::format_ms(expires);
+    let e = assert_error(
+        &env.json(&["session", "checkpoint", &s, "--step", "x"]),
+        "LEASE_HELD",
+        4,
+    );
+    assert_eq!(e["details"]["expires_at_ms"], expires);
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(" until {when}; present")),
+        "{message}"
+    );
+    assert!(!message.contains("ms since the epoch"), "{message}");
+    let r = env.run(&["session", "checkpoint", &s, "--step", "x"]);
+    assert_eq!(r.code, 4);
+    assert!(
+        r.stderr.starts_with(&format!(
+            "error[LEASE_HELD]: session {s} is leased by pid {} on {} until {when}; present its --lease token",
+            me(),
+            logbook::ledger::hostname()
+        )),
+        "{}",
+        r.stderr
+    );
+}

@@ -60,6 +60,8 @@ mod mcp_wire;
 mod migration_files;
 mod pg;
 mod purge;
+mod purge_cli;
+mod readme;
 mod readonly;
 mod readonly_media;
 mod replaced;

@@ -463,3 +463,20 @@ fn an_idempotency_key_retry_applies_once() {
     assert_eq!(counts(&env).0, 1);
     assert_eq!(counts(&env).1, 2, "created + one checkpoint");
 }
+
+/// README says where an MCP result carries `replayed`: `_meta.replayed`
+/// and a second text block, never inside `structuredContent` (which
+/// [`crate::mcp::ok`] checks is the data alone).
+#[test]
+fn readme_says_where_mcp_results_carry_replayed() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "an MCP tool result carries it as `_meta.replayed` and as a second text block `{\"replayed\":{\"rev\":R,\"seq\":S}}`"
+        ),
+        "README's --idempotency-key paragraph"
+    );
+    assert!(!flat.contains("MCP tool results carry the same member"));
+}

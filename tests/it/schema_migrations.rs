@@ -141,6 +141,85 @@ fn connection_pragmas() {
     assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "0");
 }
 
+fn doc(path: &str) -> String {
+    fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// docs/schema.md's "Migrations" table lists exactly the embedded
+/// migrations, version and name, and the newest is `LATEST_VERSION`.
+#[test]
+fn schema_doc_lists_every_embedded_migration() {
+    let doc = doc("docs/schema.md");
+    let start = doc
+        .find("\n## Migrations\n")
+        .expect("docs/schema.md has no `## Migrations` section");
+    let section = &doc[start + 1..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let row = regex::Regex::new(r"(?m)^\| V(\d+) \| `([a-z0-9_]+)` \|").unwrap();
+    let listed: Vec<(i64, String)> = row
+        .captures_iter(section)
+        .map(|c| (c[1].parse().unwrap(), c[2].to_owned()))
+        .collect();
+    let embedded: Vec<(i64, String)> = logbook::store::migrate::embedded()
+        .iter()
+        .map(|m| (i64::from(m.version()), m.name().to_owned()))
+        .collect();
+    assert_eq!(
+        listed, embedded,
+        "docs/schema.md's Migrations table differs from migrations/sqlite/"
+    );
+    assert_eq!(
+        listed.last().map(|l| l.0),
+        Some(logbook::store::migrate::LATEST_VERSION)
+    );
+}
+
+/// What README.md and docs/schema.md say of the schema version and of
+/// deletes agrees with the binary: a stated current version is
+/// `LATEST_VERSION`, and since retention (V7) sessions are deleted by a
+/// purge, so no doc says they never are.
+#[test]
+fn docs_state_the_schema_version_and_deletes_as_the_binary_has_them() {
+    let latest = logbook::store::migrate::LATEST_VERSION;
+    let schema = doc("docs/schema.md");
+    let stated =
+        regex::Regex::new(r"`PRAGMA user_version` is the newest applied migration: (\d+)").unwrap();
+    for c in stated.captures_iter(&schema) {
+        assert_eq!(
+            c[1].parse::<i64>().unwrap(),
+            latest,
+            "docs/schema.md: {}",
+            &c[0]
+        );
+    }
+    let readme = doc("README.md");
+    let layout = regex::Regex::new(r"`migrations/sqlite/`\s+\(V1[–-]V(\d+)").unwrap();
+    for c in layout.captures_iter(&readme) {
+        assert_eq!(c[1].parse::<i64>().unwrap(), latest, "README.md: {}", &c[0]);
+    }
+    let pg = regex::Regex::new(r"`migrations/postgres/` holds\s+V1[–-]V(\d+)").unwrap();
+    for c in pg.captures_iter(&schema) {
+        assert_eq!(
+            c[1].parse::<i64>().unwrap(),
+            latest,
+            "docs/schema.md: {}",
+            &c[0]
+        );
+    }
+    for (name, text) in [("README.md", &readme), ("docs/schema.md", &schema)] {
+        for stale in [
+            "sessions are never deleted",
+            "session data is never deleted",
+            "events can never be\ndeleted",
+        ] {
+            assert!(
+                !text.contains(stale),
+                "{name} says `{stale}`, but a purge deletes them"
+            );
+        }
+    }
+}
+
 /// The text of docs/schema.md's section on table or view `name`: from its
 /// `### `name`` heading to the next heading.
 fn table_section<'d>(doc: &'d str, name: &str) -> Option<&'d str> {

@@ -519,7 +519,7 @@ ses_0000000000000001      46  <sha256>
     let list = human(&env, &mut norm, &["session", "list"]);
     assert!(
         list.starts_with(
-            "SESSION               STATUS     REV  UPDATED                   APP   TITLE\n"
+            "SESSION               STATUS     REV  CREATED                   APP   TITLE\n"
         ),
         "{list}"
     );

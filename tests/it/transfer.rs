@@ -474,3 +474,24 @@ fn concurrent_imports_of_one_file_skip_each_others_sessions() {
     assert_eq!(export_jsonl(&env), export_jsonl(&src));
     assert_eq!(env.json(&["verify"]).code, 0);
 }
+
+/// `export` defaults to jsonl, as `import` does: no `--format` gives the
+/// same bytes as `--format jsonl`, to stdout and to `--out`, and `import`
+/// reads them back without a `--format` either.
+#[test]
+fn export_defaults_to_jsonl_like_import() {
+    let env = TestEnv::new();
+    rich_ledger(&env);
+    let plain = env.run(&["export"]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let jsonl = env.run(&["export", "--format", "jsonl"]);
+    assert_eq!(plain.stdout, jsonl.stdout);
+    assert!(!plain.stdout.is_empty());
+    let out = env.dir.path().join("default.jsonl");
+    let r = env.json(&["export", "--out", out.to_str().unwrap()]).data();
+    assert_eq!(r["format"], "jsonl");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), jsonl.stdout);
+    let twin = TestEnv::new();
+    twin.json(&["import", out.to_str().unwrap()]).data();
+    assert_eq!(twin.run(&["export"]).stdout, jsonl.stdout);
+}

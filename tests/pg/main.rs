@@ -106,6 +106,8 @@ mod mcp_sessions;
 mod mcp_wire;
 #[path = "../it/purge.rs"]
 mod purge;
+#[path = "../it/purge_cli.rs"]
+mod purge_cli;
 #[path = "../it/readonly.rs"]
 mod readonly;
 #[path = "../it/replays.rs"]
@@ -152,6 +154,7 @@ mod views;
 //   server's doctor and its refusal of backup are in pg_server.
 // - db_files: the file, its -wal/-shm/-lock companions and their modes.
 // - migration_files: SQLite's migration files and refinery's history.
+// - readme: README.md's first screen and docs/storage.md (text, no database).
 // - readonly_media: a read-only mount under a SQLite file.
 // - replaced: a SQLite file replaced or removed under an open handle.
 // - schema: SQLite's schema (sqlite_schema, PRAGMAs, its triggers via

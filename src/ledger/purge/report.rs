@@ -27,7 +27,10 @@ pub struct PurgedSession {
 /// a real purge's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PurgePlan {
-    /// The filter as recorded in `purges.filter` (canonical JSON).
+    /// The filter as recorded in `purges.filter` (canonical JSON); in the
+    /// JSON output, that object itself:
+    /// `{"ended_before_ms":…,"app":…,"statuses":[…],"keep_last":…}`.
+    #[serde(serialize_with = "json_object")]
     pub filter: String,
     /// Sessions chosen.
     pub sessions: u64,
@@ -46,6 +49,20 @@ pub struct PurgePlan {
     pub first: Vec<PurgedSession>,
     /// An unfinished purge with this filter that a real run goes on with.
     pub resumes: Option<PurgeProgressInfo>,
+    /// Every chosen session's id, in the order the purge takes them
+    /// (oldest row first): filled by [`Ledger::purge_plan`] (a dry run);
+    /// null in a purge's report, which names the first ones only.
+    ///
+    /// [`Ledger::purge_plan`]: crate::Ledger::purge_plan
+    pub session_ids: Option<Vec<String>>,
+}
+
+/// Serializes a string of JSON as that JSON (the canonical filter as an
+/// object, not a string holding it).
+fn json_object<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let raw = serde_json::value::RawValue::from_string(text.to_owned())
+        .map_err(serde::ser::Error::custom)?;
+    raw.serialize(s)
 }
 
 /// A purge's progress (`v_purges`).

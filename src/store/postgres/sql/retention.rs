@@ -9,7 +9,7 @@ use super::{col, int};
 use crate::error::Result;
 use crate::store::retention::{
     NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
-    PurgeScan, Tombstone,
+    PurgeScan, PurgedChildRow, Tombstone,
 };
 use postgres::types::Type;
 use postgres::Row;
@@ -68,6 +68,16 @@ const INSERT_TOMBSTONE: &str = "INSERT INTO tombstones (session_id, insert_seq, 
 
 const TOMBSTONE_COLUMNS: &str = "session_id, insert_seq, title, status, app, parent_session_id, \
      created_at_ms, ended_at_ms, events, last_event_id, last_hash, bytes, purge_id, purged_at_ms";
+
+/// As SQLite's `PURGED_CHILDREN`: per parent in the JSON array $1 and per
+/// purge, the children it removed (newest tombstone of each id, none that
+/// exists again).
+const PURGED_CHILDREN: &str = "SELECT t.parent_session_id, t.purge_id, count(*), \
+     max(t.purged_at_ms) FROM tombstones t \
+     WHERE t.parent_session_id IN (SELECT json_array_elements_text($1::text::json)) \
+     AND t.insert_seq = (SELECT max(n.insert_seq) FROM tombstones n WHERE n.session_id = t.session_id) \
+     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = t.session_id) \
+     GROUP BY t.parent_session_id, t.purge_id ORDER BY t.parent_session_id, t.purge_id";
 
 fn map_candidate(r: &Row) -> Result<PurgeCandidate> {
     Ok(PurgeCandidate {
@@ -458,4 +468,19 @@ pub fn tombstone_at(tx: &mut PgTx<'_>, id: &str, insert_seq: i64) -> Result<Opti
         .as_ref()
         .map(map_tombstone)
         .transpose()
+}
+/// Per parent among `parents_json` (a JSON array of session ids) and per
+/// purge, the children that purge removed, by parent then purge.
+pub fn purged_children(tx: &mut PgTx<'_>, parents_json: &str) -> Result<Vec<PurgedChildRow>> {
+    tx.rows(PURGED_CHILDREN, &[(&parents_json, Type::TEXT)])?
+        .iter()
+        .map(|r| {
+            Ok(PurgedChildRow {
+                parent_session_id: col(r, 0)?,
+                purge_id: col(r, 1)?,
+                sessions: col(r, 2)?,
+                purged_at_ms: col(r, 3)?,
+            })
+        })
+        .collect()
 }

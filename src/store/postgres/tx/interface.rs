@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::model::{Event, Run, Session, Usage};
 use crate::store::retention::{
     NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
-    PurgeScan, Tombstone,
+    PurgeScan, PurgedChildRow, Tombstone,
 };
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
@@ -472,5 +472,9 @@ impl Tx for PgTx<'_> {
 
     fn tombstones_page(&mut self, after: (&str, i64), limit: usize) -> Result<Vec<Tombstone>> {
         prt::tombstones_page(self, after, limit)
+    }
+
+    fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>> {
+        prt::purged_children(self, &crate::store::retention::ids_json(parents)?)
     }
 }
