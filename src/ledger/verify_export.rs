@@ -166,6 +166,11 @@ impl Ledger {
             let bad =
                 |reason: String| Error::invalid("export", format!("line {}: {reason}", i + 1));
             let o = Obj::parse(&line, "").map_err(|b| bad(format!("{} {}", b.field, b.reason)))?;
+            // A purge record's line (the audit trail an export carries)
+            // names no session of the file.
+            if jsonl::is_purge_line(&o) {
+                continue;
+            }
             let rows = match jsonl::parse(&o) {
                 Ok(rows) => rows,
                 // The file's own chain does not hold: it was changed.

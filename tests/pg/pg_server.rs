@@ -477,3 +477,40 @@ fn pg_roles_agent_writes_and_operator_reads_only_the_views() {
     ))
     .ok();
 }
+
+/// A purge refused for lack of privilege (the agent role may not delete)
+/// leaves no purge record, and its message says which role a purge needs.
+#[test]
+fn pg_a_purge_without_the_privilege_records_nothing_and_names_the_role() {
+    let env = TestEnv::new();
+    let id = env.create("owned");
+    env.json(&["session", "complete", &id, "--result", "ok"])
+        .data();
+    let pg = env.pg.as_ref().unwrap();
+    let mut c = env.pg_client();
+    let agent = format!("{}_agent", pg.name);
+    c.batch_execute(&format!(
+        "CREATE ROLE {agent} LOGIN PASSWORD 'agent-pw';
+         GRANT USAGE ON SCHEMA public TO {agent};
+         GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {agent};
+         GRANT DELETE ON session_leases TO {agent};
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {agent};"
+    ))
+    .unwrap();
+    let url = crate::pg::with_user(&pg.url, &agent, "agent-pw");
+    let r: Run = env
+        .command()
+        .args(["--db", &url, "purge", "--app", "a", "--yes", "--json"])
+        .output()
+        .unwrap()
+        .into();
+    let e = assert_error(&r, "STORE_IO", 6);
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("permission denied"), "{msg}");
+    assert!(msg.contains("a purge needs a role"), "{msg}");
+    assert_eq!(env.scalar("SELECT count(*) FROM purges"), 0);
+    assert_eq!(env.scalar("SELECT count(*) FROM tombstones"), 0);
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), 1);
+    c.batch_execute(&format!("DROP OWNED BY {agent}; DROP ROLE {agent};"))
+        .ok();
+}
