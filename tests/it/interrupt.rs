@@ -165,7 +165,7 @@ fn export_stops(signal: i32, name: &str, exit: i32) {
     assert_eq!(
         d,
         json!({"format": "jsonl", "sessions": sessions, "events": sessions * EVENTS as u64,
-               "out": null, "signal": name})
+               "purge_records": 0, "tombstones": 0, "out": null, "signal": name})
     );
     let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
     assert!(
@@ -221,8 +221,8 @@ fn import_stops(signal: i32, name: &str, exit: i32) -> (TestEnv, Value) {
     assert_eq!(
         d,
         json!({"format": "jsonl", "imported": imported, "skipped": 0, "rejected": 0,
-               "events": count(&env, "events"), "rejections": [], "rejections_omitted": 0,
-               "signal": name})
+               "events": count(&env, "events"), "purge_records": 0, "tombstones": 0,
+               "rejections": [], "rejections_omitted": 0, "signal": name})
     );
     assert_eq!(env.json(&["verify"]).code, 0);
     (env, d)
@@ -376,7 +376,8 @@ fn a_triggered_interrupt_stops_backup_and_exports_leaving_nothing() {
     ));
     assert_eq!(
         e.details(),
-        json!({"format": "jsonl", "sessions": 0, "events": 0, "out": null, "signal": "SIGINT"})
+        json!({"format": "jsonl", "sessions": 0, "events": 0, "purge_records": 0,
+               "tombstones": 0, "out": null, "signal": "SIGINT"})
     );
 
     let e = ledger.export_phelix(&[], &out.join("phelix")).unwrap_err();
