@@ -13,7 +13,8 @@
 //! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
 //!   `_checkpoint`, `_complete`, `_fail`; ([`record`]) the read-only
 //!   `logbook_session_events`, `logbook_session_stage`, `_usage`, `_event`,
-//!   `_pause`, `_resume` and `logbook_gate_open`; the read-only
+//!   `_start` (of a pending session), `_pause`, `_resume` and
+//!   `logbook_gate_open`; the read-only
 //!   `logbook_events`; and the run tools ([`runs`]): `logbook_run_create`,
 //!   `_start`, `_usage`, `_turn`, `_complete`, `_fail`, `_cancel`,
 //!   `_timeout`, and the read-only `_show`, `_list`, `_active`. Gate
@@ -380,8 +381,8 @@ impl rmcp::ServerHandler for McpServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "logbook records agent work sessions. Create a session, checkpoint its steps, \
-                 record stages, usage and your own x. events, then complete or fail it. Open a \
+                "logbook records agent work sessions. Create a session (one created pending \
+                 begins with logbook_session_start), checkpoint its steps, record stages, usage and your own x. events, then complete or fail it. Open a \
                  gate when a person must decide; approving or rejecting it is theirs, not yours. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
             )
     }
