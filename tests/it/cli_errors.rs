@@ -568,3 +568,59 @@ fn a_postgres_url_with_an_unencoded_at_slash_or_percent_in_its_userinfo_is_inval
         }
     }
 }
+
+/// A JSON flag holding one key twice is refused, naming the flag and the
+/// place: the value stored would have been the last copy only.
+#[test]
+fn a_json_flag_with_a_key_twice_is_invalid_argument_not_read_last_wins() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    for (args, field, column) in [
+        (
+            vec![
+                "session",
+                "create",
+                "--title",
+                "t",
+                "--context",
+                r#"{"a":1,"a":2}"#,
+            ],
+            "context",
+            10,
+        ),
+        (
+            vec![
+                "session",
+                "event",
+                &id,
+                "--type",
+                "x.t",
+                "--data",
+                r#"{"x":{"k":"sk-first","k":2}}"#,
+            ],
+            "data",
+            24,
+        ),
+        (
+            vec![
+                "session",
+                "checkpoint",
+                &id,
+                "--step",
+                "s",
+                "--state",
+                r#"{"s":1, "s":1}"#,
+            ],
+            "state",
+            11,
+        ),
+    ] {
+        let e = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], field, "{args:?}");
+        assert_eq!(
+            e["details"]["reason"],
+            format!("holds the same key twice in one object (line 1, column {column})"),
+            "{args:?}"
+        );
+    }
+}
