@@ -378,6 +378,7 @@ fn events(l: &Ledger, a: &Args) -> Result<Reply> {
         sessions: a.list("sessions"),
         types: a.list("types"),
         limit: a.int("limit"),
+        from_now: false,
     };
     to_json(&l.feed(&q)?)
 }
