@@ -3,7 +3,7 @@
 //! Run: `bash .ci/pg cargo bench --bench pg` (a throwaway server; about 4
 //! minutes on 2 cores after the build). Without LOGBOOK_TEST_PG it prints one
 //! line and exits 0. The bench creates and drops databases of its own on
-//! that server. `LOGBOOK_BENCH_ONLY=writers,notify,follow,list` runs a
+//! that server. `LOGBOOK_BENCH_ONLY=writers,notify,follow,idle,list` runs a
 //! subset; `LOGBOOK_BENCH_ROUNDS` (default 3) and `LOGBOOK_BENCH_SECS`
 //! (default 2, each trial's measured phase) trade time for noise;
 //! `LOGBOOK_BENCH_SESSIONS` (default 1,000,000) sizes the list dataset;
@@ -18,6 +18,8 @@
 //! over (last end − first start), and p50/p99 are over all its operations.
 //! The server URL travels in the environment, never on a command line.
 
+#[path = "pg/idle.rs"]
+mod idle;
 #[path = "pg/list.rs"]
 mod list;
 
@@ -65,6 +67,9 @@ fn main() {
     }
     if want("follow") {
         follow_section(&cfg, &mut admin);
+    }
+    if want("idle") {
+        idle::section(&cfg, &mut admin);
     }
     if want("list") {
         list::section(&cfg, &mut admin);
@@ -567,7 +572,7 @@ fn follow_section(cfg: &Config, admin: &mut postgres::Client) {
     }
     let dup = *dup.lock().unwrap();
     println!("## Follow latency beside 8 writer processes\n");
-    println!("`logbook events --follow --json` (a separate process; it polls a one-row probe every 5 ms) while 8 writer processes checkpoint their own sessions as fast as they can for {} s ({:.0} commits/s in all, {} errors). Latency: from a writer's `checkpoint()` returning (its wall clock) to the follower's line arriving on the bench's pipe; {expected} checkpoints, {} received, {missing} missing, {dup} duplicated.\n", cfg.secs, t.rate, t.errors, lat.len());
+    println!("`logbook events --follow --json` (a separate process; it probes the feed every 5 ms while events come, backing off to 25 ms when none do) while 8 writer processes checkpoint their own sessions as fast as they can for {} s ({:.0} commits/s in all, {} errors). Latency: from a writer's `checkpoint()` returning (its wall clock) to the follower's line arriving on the bench's pipe; {expected} checkpoints, {} received, {missing} missing, {dup} duplicated.\n", cfg.secs, t.rate, t.errors, lat.len());
     println!(
         "| p50 | p99 | max |\n|---|---|---|\n| {:.2} ms | {:.2} ms | {:.2} ms |\n",
         pct(&mut lat, 0.5),

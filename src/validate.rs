@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use serde_json::Value;
 
 mod numbers;
+pub mod unique;
 pub use numbers::{exact_numbers, exact_value_numbers};
+pub use unique::{is_duplicate_key, unique_value};
 
 /// Title: 1–200 characters.
 pub const TITLE_MAX: usize = 200;
@@ -241,16 +243,27 @@ pub fn json_object(field: &str, text: &str) -> Result<Value> {
 
 /// Parses any JSON value given as text (a JSON-valued flag, `@PATH` or
 /// `@-`), refusing a number that would not be stored exactly as given
-/// ([`exact_numbers`]): the one parse every JSON text input goes through.
+/// ([`exact_numbers`]) and an object holding one key twice
+/// ([`unique_value`]: serde_json would keep the last): the one parse every
+/// JSON text input goes through.
 ///
 /// # Errors
-/// INVALID_ARGUMENT naming `field`: not JSON, or a number out of range.
+/// INVALID_ARGUMENT naming `field`: not JSON, a number out of range, or a
+/// key repeated in one object.
 pub fn json_text(field: &str, text: &str) -> Result<Value> {
-    match serde_json::from_str::<Value>(text) {
+    match unique_value(text.as_bytes()) {
         Ok(value) => {
             exact_numbers(field, text)?;
             Ok(value)
         }
+        Err(e) if is_duplicate_key(&e) => Err(Error::invalid(
+            field,
+            format!(
+                "holds the same key twice in one object (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )),
         // `1e400` is valid JSON that serde_json refuses: say so rather
         // than "not valid JSON".
         Err(e) => Err(exact_numbers(field, text).err().unwrap_or_else(|| {

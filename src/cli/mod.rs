@@ -115,14 +115,15 @@ enum Command {
     /// in a stable order (event_id on SQLite; on a server the committing
     /// transaction's, then event_id) — until
     /// interrupted (SIGINT: exit 0), stdout closes (exit 0), or --limit
-    /// events have been printed. Under --json a page is one envelope
+    /// events have been printed; with --from-now, only the events written
+    /// after it starts (none of the history). Under --json a page is one envelope
     /// {"events":[…],"next_cursor":C}; a follow prints JSON Lines, one event
     /// object per line. A follow stops with STORE_IO (exit 6) when the
     /// database file is replaced or removed under it (a backup moved into
     /// place). Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, STORE_IO,
     /// STORE_UNAVAILABLE.
     #[command(
-        after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json"
+        after_help = "Example:\n  logbook events --after 0 --limit 50\n  logbook events --follow --type checkpoint --json\n  logbook events --follow --from-now"
     )]
     Events(timeline::EventsArgs),
     /// Check the database: schema, integrity, foreign keys, hash chains,

@@ -120,6 +120,11 @@ pub struct EventsArgs {
     /// interrupted (exit 0) or stdout closes
     #[arg(long)]
     follow: bool,
+    /// Start after the newest event now, instead of --after: with --follow,
+    /// print only events that commit from here on; without, print no
+    /// events and the cursor to resume from
+    #[arg(long, conflicts_with = "after")]
+    from_now: bool,
 }
 
 pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<()> {
@@ -129,6 +134,7 @@ pub fn events(args: &EventsArgs, global: &GlobalArgs, out: &Printer) -> Result<(
         sessions: args.sessions.clone(),
         types: args.types.clone(),
         limit: if args.follow { None } else { args.limit },
+        from_now: args.from_now,
     };
     if !args.follow {
         let page = ledger.feed(&q)?;

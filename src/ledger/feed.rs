@@ -43,6 +43,18 @@ pub struct FeedQuery {
     pub types: Vec<String>,
     /// Page size, 1..=1000, default 100.
     pub limit: Option<i64>,
+    /// Start after the newest event at the time of the call instead of
+    /// after `after` (which must then be `None`): [`Ledger::follow`]
+    /// delivers exactly the events whose transactions end after the call
+    /// begins (none written before it, every one written after, in feed
+    /// order); [`Ledger::feed`] returns no events and the cursor of that
+    /// point. On SQLite the point is the newest event_id. On a server it is
+    /// the feed's horizon (docs/postgres.md, "The global feed on a
+    /// server"): `follow` also skips the events above it whose
+    /// transactions had already ended, while a cursor cannot say which
+    /// those are, so resuming from `feed`'s cursor also returns events
+    /// that committed while an older transaction was still open.
+    pub from_now: bool,
 }
 
 /// One page of the feed.
@@ -82,6 +94,8 @@ impl Plan {
 #[derive(Debug, Clone)]
 struct Plan {
     after: Cursor,
+    /// Start at the feed's horizon at the first read (`after` unused).
+    from_now: bool,
     sessions: Vec<String>,
     types: BTreeSet<String>,
     limit: usize,
@@ -122,6 +136,12 @@ fn render(p: FeedPos) -> String {
 }
 
 fn plan(q: &FeedQuery) -> Result<Plan> {
+    if q.from_now && q.after.is_some() {
+        return Err(Error::invalid(
+            "after",
+            "cannot be given with from_now: start after a cursor or at the newest event, not both",
+        ));
+    }
     let after = match q.after.as_deref() {
         None => Cursor::Event(0),
         Some(c) => parse_cursor(c).ok_or_else(|| {
@@ -160,6 +180,7 @@ fn plan(q: &FeedQuery) -> Result<Plan> {
     }
     Ok(Plan {
         after,
+        from_now: q.from_now,
         sessions,
         types,
         limit: usize::try_from(limit).unwrap_or(1),
@@ -199,11 +220,13 @@ fn check_cursor(after: FeedPos, horizon: FeedPos) -> Result<()> {
 impl Ledger {
     /// One page of the global feed: events of all sessions (or of the given
     /// ones) after the cursor, in `event_id` order, in one read snapshot.
+    /// With [`FeedQuery::from_now`], no events and the cursor of the newest
+    /// one (to pass as `after` later).
     ///
     /// # Errors
     /// INVALID_ARGUMENT (cursor — malformed, or past the newest event —,
-    /// limit, type, malformed id); SESSION_NOT_FOUND for a `sessions` entry
-    /// that does not exist.
+    /// `after` with `from_now`, limit, type, malformed id);
+    /// SESSION_NOT_FOUND for a `sessions` entry that does not exist.
     pub fn feed(&self, q: &FeedQuery) -> Result<FeedPage> {
         let p = plan(q)?;
         self.feed_page(&p).map(|(page, _, _)| page)
@@ -214,7 +237,11 @@ impl Ledger {
     fn feed_page(&self, p: &Plan) -> Result<(FeedPage, bool, Cursor)> {
         let mut keep = |e: &Event| p.types.is_empty() || p.types.contains(&e.event_type);
         self.read(|tx| {
-            let after = resolve(tx, p.after)?;
+            let after = if p.from_now {
+                tx.feed_start()?.pos
+            } else {
+                resolve(tx, p.after)?
+            };
             if p.sessions.is_empty() {
                 let (events, last, at_end) =
                     tx.scan_feed(after, p.limit, FEED_MAX_SCAN, &mut keep)?;
@@ -260,13 +287,16 @@ impl Ledger {
         .map_err(|e| self.fill_path(e))
     }
 
-    /// Follows the feed: calls `sink` with every event after the cursor, in
-    /// `event_id` order, as they commit, until `sink` breaks or `stop`
-    /// returns true. Returns the cursor reached.
+    /// Follows the feed: calls `sink` with every event after the cursor (or,
+    /// with [`FeedQuery::from_now`], after the newest event when the call
+    /// begins), in `event_id` order, as they commit, until `sink` breaks or
+    /// `stop` returns true. Returns the cursor reached.
     ///
-    /// Between reads it holds no transaction: it waits for
+    /// Between reads it holds no transaction. On SQLite it waits for
     /// `PRAGMA data_version` to change (any other connection's commit),
-    /// checking every `poll`, and calls `stop` at each check.
+    /// checking every `poll`; on a server it probes the feed every `poll`
+    /// while events come, backing off to one probe every 25 ms while none
+    /// do (README, "The timeline"). It calls `stop` at each check.
     ///
     /// # Errors
     /// As [`Ledger::feed`]; STORE_IO ([`Error::StoreFile`]) as soon as the
@@ -282,6 +312,19 @@ impl Ledger {
     ) -> Result<String> {
         let mut p = plan(q)?;
         p.limit = usize::try_from(FEED_LIMIT_MAX).unwrap_or(1000);
+        // Where "now" is, fixed once before the first mark: whatever
+        // commits after this read comes after its position. On a server,
+        // events above the horizon whose transactions had already ended are
+        // before now: skipped as they come up.
+        let mut skip = None;
+        if p.from_now {
+            let start = self
+                .read(|tx| tx.feed_start())
+                .map_err(|e| self.fill_path(e))?;
+            p.after = Cursor::Pos(start.pos);
+            p.from_now = false;
+            skip = start.ended;
+        }
         loop {
             if stop() {
                 return Ok(p.cursor());
@@ -292,6 +335,13 @@ impl Ledger {
             let (page, more, reached) = self.feed_page(&p)?;
             for (e, pos) in page.events.iter().zip(page.positions) {
                 p.after = Cursor::Pos(pos);
+                if let Some(before) = &skip {
+                    if pos.tx >= before.xmax {
+                        skip = None;
+                    } else if before.ended(pos.tx) {
+                        continue;
+                    }
+                }
                 if sink(e).is_break() {
                     return Ok(p.cursor());
                 }

@@ -13,7 +13,8 @@
 //! - Tools: [`tools::TOOLS`] — `logbook_session_create`, `_show`, `_list`,
 //!   `_checkpoint`, `_complete`, `_fail`; ([`record`]) the read-only
 //!   `logbook_session_events`, `logbook_session_stage`, `_usage`, `_event`,
-//!   `_pause`, `_resume` and `logbook_gate_open`; the read-only
+//!   `_start` (of a pending session), `_pause`, `_resume` and
+//!   `logbook_gate_open`; the read-only
 //!   `logbook_events`; and the run tools ([`runs`]): `logbook_run_create`,
 //!   `_start`, `_usage`, `_turn`, `_complete`, `_fail`, `_cancel`,
 //!   `_timeout`, and the read-only `_show`, `_list`, `_active`. Gate
@@ -38,7 +39,12 @@
 //! - A line that is not JSON, or holds an unpaired surrogate escape, or
 //!   nests too deep, is a JSON-RPC error (-32700 with `id: null`, or
 //!   -32602 with its id) from the line layer in front of rmcp ([`wire`]),
-//!   with the same kind of object as its `data`; it changes nothing.
+//!   with the same kind of object as its `data`; it changes nothing. So is
+//!   a message of the wrong shape (module `frame`: -32600, or -32602 for a
+//!   `tools/call` without `params`, without a string `name` or with
+//!   `arguments` that is not an object) and one holding a key twice,
+//!   anywhere (never read last-wins). Every error reply carries `id`,
+//!   `null` when the request's id cannot be read.
 //! - The actor of every change is `mcp`, set here and never read from input;
 //!   `actor`, `if_rev` and every other undeclared field are INVALID_ARGUMENT.
 //!
@@ -61,6 +67,7 @@
 //! holds no transaction, so the WAL can always checkpoint (CASES C14).
 
 pub mod args;
+mod frame;
 mod numbers;
 pub mod record;
 pub mod runs;
@@ -380,8 +387,8 @@ impl rmcp::ServerHandler for McpServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("logbook", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "logbook records agent work sessions. Create a session, checkpoint its steps, \
-                 record stages, usage and your own x. events, then complete or fail it. Open a \
+                "logbook records agent work sessions. Create a session (one created pending \
+                 begins with logbook_session_start), checkpoint its steps, record stages, usage and your own x. events, then complete or fail it. Open a \
                  gate when a person must decide; approving or rejecting it is theirs, not yours. Tool errors carry a stable `code`, the same as the CLI's JSON errors (listed in the README).",
             )
     }
@@ -429,11 +436,25 @@ impl rmcp::ServerHandler for McpServer {
     /// An unknown JSON-RPC method: -32601 with a fixed message. rmcp's
     /// default puts the method name in the message, and a name could hold a
     /// secret (found by adversarial testing: `sk-…` came back verbatim).
+    ///
+    /// rmcp hands a `tools/call` here too when its params do not fit (no
+    /// `name`, `arguments` not an object): that is -32602, as the line
+    /// layer answers it on stdio ([`wire`]), for any other transport.
     async fn on_custom_request(
         &self,
-        _request: CustomRequest,
+        request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<CustomResult, McpError> {
+        if request.method == "tools/call" {
+            let e = Error::invalid(
+                "params",
+                "tools/call needs `params`: an object with the tool's `name` and its `arguments`",
+            );
+            return Err(McpError::invalid_params(
+                "invalid params",
+                serde_json::to_value(ToolError::from(&e)).ok(),
+            ));
+        }
         Err(McpError::new(
             ErrorCode::METHOD_NOT_FOUND,
             "method not found",

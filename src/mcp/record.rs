@@ -1,6 +1,7 @@
 //! The tools an agent records the rest of its work with (issue 13 item 11):
 //! one session's events in seq order, stages, session usage, its own `x.`
-//! events, pause and resume, and opening a gate. One [`ToolSpec`] per
+//! events, start (of a pending session), pause and resume, and opening a
+//! gate. One [`ToolSpec`] per
 //! `logbook session …` / `logbook gate open` verb, listed in
 //! [`super::tools::TOOLS`].
 //!
@@ -138,6 +139,20 @@ pub const EVENT: ToolSpec = ToolSpec {
     run: event,
 };
 
+/// `logbook_session_start`: `logbook session start`, the way out of
+/// `pending` for a session created with `pending: true`.
+pub const START: ToolSpec = ToolSpec {
+    name: "logbook_session_start",
+    title: "Start a session",
+    description: "Start a pending session (pending -> active; event started), as \
+        `logbook session start` does: a session created with `pending: true` begins its work \
+        here. Returns the session. Errors: INVALID_ARGUMENT, SESSION_NOT_FOUND, \
+        SESSION_INVALID_TRANSITION (not pending), LEASE_HELD, STORE_BUSY.",
+    fields: &[SESSION_ID, REASON, KEY],
+    read_only: false,
+    run: start,
+};
+
 /// `logbook_session_pause`.
 pub const PAUSE: ToolSpec = ToolSpec {
     name: "logbook_session_pause",
@@ -239,6 +254,14 @@ fn event(l: &Ledger, a: &Args) -> Result<Reply> {
     written(&l.append_event(&a.required_text("session_id")?, req, &mutation(a))?)
 }
 
+fn start(l: &Ledger, a: &Args) -> Result<Reply> {
+    written(&l.start(
+        &a.required_text("session_id")?,
+        a.text("reason"),
+        &mutation(a),
+    )?)
+}
+
 fn pause(l: &Ledger, a: &Args) -> Result<Reply> {
     written(&l.pause(
         &a.required_text("session_id")?,
@@ -299,7 +322,7 @@ mod tests {
 
     #[test]
     fn mutations_take_a_key_and_reads_do_not() {
-        for t in [EVENTS, STAGE, USAGE, EVENT, PAUSE, RESUME, GATE_OPEN] {
+        for t in [EVENTS, STAGE, USAGE, EVENT, START, PAUSE, RESUME, GATE_OPEN] {
             let keyed = t.fields.iter().any(|f| f.name == "idempotency_key");
             assert_eq!(keyed, !t.read_only, "{}", t.name);
         }

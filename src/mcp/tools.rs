@@ -3,7 +3,7 @@
 //!
 //! Adding a tool is one entry in [`TOOLS`] plus its small `run` function;
 //! the run tools live in [`super::runs`], the session events, stage, usage,
-//! event, pause, resume and gate-open tools in [`super::record`], and all
+//! event, start, pause, resume and gate-open tools in [`super::record`], and all
 //! are listed here. Inputs mirror the CLI's flags;
 //! the output is the JSON the CLI prints under `--json` in `data`
 //! (SPEC §5): a mutation returns the whole session after the change.
@@ -200,6 +200,7 @@ pub const TOOLS: &[ToolSpec] = &[
     record::STAGE,
     record::USAGE,
     record::EVENT,
+    record::START,
     record::PAUSE,
     record::RESUME,
     record::GATE_OPEN,
@@ -380,6 +381,7 @@ fn events(l: &Ledger, a: &Args) -> Result<Reply> {
         sessions: a.list("sessions"),
         types: a.list("types"),
         limit: a.int("limit"),
+        from_now: false,
     };
     to_json(&l.feed(&q)?)
 }

@@ -7,8 +7,11 @@
 //! would wait for its timeout. So the server reads stdin itself, one line at
 //! a time, and checks each line before rmcp sees it:
 //!
-//! - A line that parses as JSON goes to rmcp unchanged (rmcp answers
-//!   well-formed JSON that is not a JSON-RPC message itself, with -32600).
+//! - A line that parses as JSON with every key once
+//!   ([`crate::validate::unique_value`]) and has the shape of a JSON-RPC
+//!   message (module `frame`) goes to rmcp unchanged. One that holds a key
+//!   twice, or has not that shape, is answered by `frame`'s rules (-32600
+//!   or -32602, with the id when it can be read, else `null`).
 //! - A line that does not, is answered here and never reaches rmcp, so it
 //!   runs no tool and stores nothing, and the server reads on:
 //!   - `-32602` (invalid params) with the request's `id` when the line is
@@ -29,11 +32,13 @@
 //!
 //! Every line on stdout is written by one task, [`write_out`]: rmcp's replies
 //! (forwarded whole lines at a time from its side of a pipe,
-//! [`forward_replies`]) and this layer's errors go through one channel, so
-//! two messages never interleave.
+//! [`forward_replies`], which gives an error rmcp wrote without an `id` a
+//! `null` one) and this layer's errors go through one channel, so two
+//! messages never interleave.
 
-use super::ToolError;
+use super::{frame, ToolError};
 use crate::error::Error;
+use crate::validate::unique::{is_duplicate_key, unique_value};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::Value;
@@ -54,7 +59,7 @@ pub const MAX_DEPTH: usize = 127;
 /// JSON-RPC's parse error.
 const PARSE_ERROR: i32 = -32700;
 /// JSON-RPC's invalid params.
-const INVALID_PARAMS: i32 = -32602;
+const INVALID_PARAMS: i32 = frame::INVALID_PARAMS;
 
 /// What to do with one line from stdin.
 #[derive(Debug, PartialEq)]
@@ -75,14 +80,36 @@ pub fn check_line(line: &[u8]) -> Verdict {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Verdict::Skip;
     }
-    let Err(e) = serde_json::from_slice::<Value>(body) else {
-        return Verdict::Forward;
+    // Keys once each: serde_json would keep the last of two.
+    let e = match unique_value(body) {
+        Ok(v) => {
+            return match frame::check(&v) {
+                None => Verdict::Forward,
+                Some(r) => Verdict::Reply(refused(r)),
+            }
+        }
+        Err(e) if is_duplicate_key(&e) => match serde_json::from_slice::<Value>(body) {
+            Ok(v) => return Verdict::Reply(refused(frame::repeated(body, &v, &e))),
+            // A problem after the repeated key: that one is answered.
+            Err(later) => later,
+        },
+        Err(e) => e,
     };
     let problem = problem(&e);
     Verdict::Reply(match readable_id(body) {
         Some(id) => reply(id, INVALID_PARAMS, "params", "invalid params", &problem),
         None => reply(Value::Null, PARSE_ERROR, "request", "parse error", &problem),
     })
+}
+
+/// The reply to a message [`frame`] refused.
+fn refused(r: frame::Refusal) -> String {
+    let kind = if r.code == INVALID_PARAMS {
+        "invalid params"
+    } else {
+        "invalid request"
+    };
+    reply(r.id, r.code, r.field, kind, &r.problem)
 }
 
 /// The reply to a line longer than [`MAX_LINE_BYTES`].
@@ -148,13 +175,15 @@ fn problem(e: &serde_json::Error) -> String {
 
 /// The top-level `id` of a line that is well-formed JSON apart from the
 /// contents of its strings, numbers and nesting depth: a string or an
-/// integer. `None` when the line is not that, or has no such id.
+/// integer ([`frame::usable_id`]), given once, in a message whose `jsonrpc`
+/// is `"2.0"`. `None` when the line is not that, or has no such id.
 fn readable_id(body: &[u8]) -> Option<Value> {
     serde_json::from_slice::<IdOnly>(body).ok()?.0
 }
 
-/// A top-level object read for its `id` only: every other member is skipped
-/// with [`IgnoredAny`], which checks syntax but not surrogates or depth.
+/// A top-level object read for its `id` and `jsonrpc` only: every other
+/// member is skipped with [`IgnoredAny`], which checks syntax but not
+/// surrogates or depth.
 struct IdOnly(Option<Value>);
 
 impl<'de> Deserialize<'de> for IdOnly {
@@ -166,19 +195,23 @@ impl<'de> Deserialize<'de> for IdOnly {
                 f.write_str("a JSON-RPC message object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IdOnly, A::Error> {
-                let mut id = None;
+                let (mut id, mut version) = (None, None);
                 while let Some(key) = map.next_key::<String>()? {
-                    if key == "id" && id.is_none() {
-                        let v = map.next_value::<Value>()?;
-                        if !(v.is_string() || v.is_i64() || v.is_u64()) {
-                            return Err(de::Error::custom("no usable id"));
+                    let slot = match key.as_str() {
+                        "id" => &mut id,
+                        "jsonrpc" => &mut version,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
                         }
-                        id = Some(v);
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom("a member twice"));
                     }
+                    *slot = Some(map.next_value::<Value>()?);
                 }
-                Ok(IdOnly(id))
+                let version_ok = version.as_ref().and_then(Value::as_str) == Some("2.0");
+                Ok(IdOnly(id.filter(|v| version_ok && frame::usable_id(v))))
             }
         }
         d.deserialize_map(V)
@@ -265,7 +298,8 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 }
 
 /// Forwards rmcp's output to `out` one whole line (one message) at a time,
-/// until rmcp closes its side or `out` has gone.
+/// until rmcp closes its side or `out` has gone. An error response rmcp
+/// wrote without an `id` member gets `"id": null` ([`with_null_id`]).
 pub async fn forward_replies<R: AsyncRead + Unpin>(from_rmcp: R, out: Sender<Vec<u8>>) {
     let mut from_rmcp = BufReader::new(from_rmcp);
     loop {
@@ -273,11 +307,55 @@ pub async fn forward_replies<R: AsyncRead + Unpin>(from_rmcp: R, out: Sender<Vec
         match from_rmcp.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                let line = with_null_id(line);
                 if out.send(line).await.is_err() {
                     return;
                 }
             }
         }
+    }
+}
+
+/// rmcp's line, or, when it is an error response without an `id` member
+/// (rmcp's `-32600` to a message it could not read), the same response
+/// with `"id": null` after `jsonrpc` (JSON-RPC 2.0 §5: the id is null when
+/// it could not be detected).
+pub fn with_null_id(line: Vec<u8>) -> Vec<u8> {
+    // rmcp writes `jsonrpc` first and `id` second: a line that starts so
+    // has its id, whatever its size.
+    if line.starts_with(br#"{"jsonrpc":"2.0","id":"#) {
+        return line;
+    }
+    #[derive(serde::Deserialize)]
+    struct Bare<'a> {
+        #[serde(borrow)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        error: Option<&'a serde_json::value::RawValue>,
+    }
+    #[derive(Serialize)]
+    struct WithId<'a> {
+        jsonrpc: &'static str,
+        id: (),
+        error: &'a serde_json::value::RawValue,
+    }
+    let Ok(Bare {
+        id: None,
+        error: Some(error),
+    }) = serde_json::from_slice::<Bare<'_>>(&line)
+    else {
+        return line;
+    };
+    match serde_json::to_vec(&WithId {
+        jsonrpc: "2.0",
+        id: (),
+        error,
+    }) {
+        Ok(mut fixed) => {
+            fixed.push(b'\n');
+            fixed
+        }
+        Err(_) => line,
     }
 }
 
@@ -326,7 +404,7 @@ mod tests {
 
     #[test]
     fn a_reply_is_one_line_with_members_in_rmcps_order() {
-        let Verdict::Reply(t) = check_line(br#"{"id":1,"s":"\ud83d"}"#) else {
+        let Verdict::Reply(t) = check_line(br#"{"jsonrpc":"2.0","id":1,"s":"\ud83d"}"#) else {
             panic!("expected a reply");
         };
         assert!(
@@ -341,7 +419,12 @@ mod tests {
     fn the_depth_limit_is_max_depth() {
         assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH)).is_ok());
         assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH + 1)).is_err());
-        assert_eq!(check_line(nested(MAX_DEPTH).as_bytes()), Verdict::Forward);
+        // Message 1, params 2, then the arrays.
+        let deepest = format!(
+            r#"{{"jsonrpc":"2.0","method":"n","params":{{"v":{}}}}}"#,
+            nested(MAX_DEPTH - 2)
+        );
+        assert_eq!(check_line(deepest.as_bytes()), Verdict::Forward);
     }
 
     #[test]
@@ -395,6 +478,18 @@ mod tests {
             (r#"{"id":1.5,"s":"\ud83d"}"#, "a string holds"),
             (r#"[{"id":1,"s":"\ud83d"}]"#, "a string holds"),
             (r#"{"id":1,"s":"\ud83d"} x"#, "a string holds"),
+            // The id of a message that is not JSON-RPC 2.0, or given twice,
+            // is not read.
+            (r#"{"jsonrpc":"1.0","id":1,"s":"\ud83d"}"#, "a string holds"),
+            (r#"{"id":1,"s":"\ud83d"}"#, "a string holds"),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"id":2,"s":"\ud83d"}"#,
+                "a string holds",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"jsonrpc":"2.0","s":"\ud83d"}"#,
+                "a string holds",
+            ),
         ];
         for (line, start) in cases {
             let r = reply_of(line);
@@ -412,13 +507,13 @@ mod tests {
 
     #[test]
     fn other_content_problems_are_named_and_nothing_is_echoed() {
-        let r = reply_of(r#"{"id":2,"n":1e400}"#);
+        let r = reply_of(r#"{"jsonrpc":"2.0","id":2,"n":1e400}"#);
         assert_eq!(r["error"]["code"], INVALID_PARAMS);
         assert!(r["error"]["message"]
             .as_str()
             .unwrap()
             .contains("a number is out of range"));
-        let Verdict::Reply(r) = check_line(b"{\"id\":2,\"s\":\"\xff\"}") else {
+        let Verdict::Reply(r) = check_line(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"s\":\"\xff\"}") else {
             panic!("expected a reply");
         };
         let r: Value = serde_json::from_str(&r).unwrap();
@@ -430,6 +525,23 @@ mod tests {
         assert!(!reply_of(secret).to_string().contains("sk-EXAMPLE"));
         let secret = "sk-EXAMPLE0000EXAMPLE0000";
         assert!(!reply_of(secret).to_string().contains("EXAMPLE"));
+    }
+
+    #[test]
+    fn an_error_rmcp_writes_without_an_id_gets_a_null_id() {
+        let bare =
+            b"{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid request\"}}\n";
+        assert_eq!(
+            String::from_utf8(with_null_id(bare.to_vec())).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":\"Invalid request\"}}\n"
+        );
+        for kept in [
+            &b"{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32601,\"message\":\"m\"}}\n"[..],
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}\n",
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n",
+        ] {
+            assert_eq!(with_null_id(kept.to_vec()), kept);
+        }
     }
 
     #[tokio::test]

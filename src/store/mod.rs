@@ -207,6 +207,37 @@ impl FeedPos {
     }
 }
 
+/// Where "now" is in the feed ([`Tx::feed_start`]): where a follower that
+/// starts now begins, and which transactions above that point had already
+/// ended (their events were written before now, and a follower that starts
+/// now skips them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedStart {
+    /// The feed's horizon ([`Tx::feed_horizon`]).
+    pub pos: FeedPos,
+    /// On a server: the transactions at or above the horizon that had
+    /// ended; `None` on SQLite, where nothing above the horizon exists.
+    pub ended: Option<EndedAbove>,
+}
+
+/// The transactions a server's snapshot saw as ended at or above its
+/// horizon: every id below `xmax` that is not in `running`
+/// (`pg_snapshot_xmax`, `pg_snapshot_xip`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndedAbove {
+    /// The first transaction id not yet assigned then.
+    pub xmax: i64,
+    /// The transactions then running, at or above the horizon.
+    pub running: Vec<i64>,
+}
+
+impl EndedAbove {
+    /// Whether transaction `tx` had ended then.
+    pub fn ended(&self, tx: i64) -> bool {
+        tx < self.xmax && !self.running.contains(&tx)
+    }
+}
+
 /// One page of the global feed: the events kept with their positions, the
 /// position of the last event scanned (the cursor given when none was),
 /// and whether the scan reached the end of what is visible.
@@ -304,6 +335,15 @@ pub trait Tx {
     /// every event still to come will be after it (SQLite: the newest
     /// event; PostgreSQL: the oldest running transaction, event id 0).
     fn feed_horizon(&mut self) -> Result<FeedPos>;
+    /// Where a follower that starts now begins ([`FeedStart`]). By default
+    /// the horizon alone (SQLite's exact answer: ids become visible in
+    /// order).
+    fn feed_start(&mut self) -> Result<FeedStart> {
+        Ok(FeedStart {
+            pos: self.feed_horizon()?,
+            ended: None,
+        })
+    }
     /// The position of event `event_id` (an integer cursor), `None` when
     /// there is no such event. SQLite: `(0, event_id)` whatever it holds.
     fn feed_pos_of_event(&mut self, event_id: i64) -> Result<Option<FeedPos>>;

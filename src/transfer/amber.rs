@@ -7,7 +7,10 @@
 //! other field of an event goes in its `data`; times that step back are
 //! clamped to the previous event's (the original kept in `data.timestamp`).
 
-use super::json::{read_line_capped, syntax_reason, value_text, Line, Obj};
+use super::json::{
+    is_duplicate_key, read_line_capped, reason_of, unique_value, value_text, Line, Obj,
+    SAME_KEY_TWICE,
+};
 use super::source::open_regular;
 use super::{
     check_rows, opt_name, opt_stage, opt_text, Bad, MAX_SESSION_INPUT_BYTES, MAX_TIMELINE_BYTES,
@@ -140,8 +143,8 @@ fn snapshot(dir: &Path, id: &str) -> Result<Option<Value>, Bad> {
     }
     let text = read_small(&path, "checkpoint")?;
     v::exact_numbers("checkpoint", &text).map_err(|e| Bad::from(e).in_file(name.clone()))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Bad::new("checkpoint", syntax_reason(&e)).in_file(name.clone()))?;
+    let value: Value = unique_value(text.as_bytes())
+        .map_err(|e| Bad::new("checkpoint", reason_of(&e)).in_file(name.clone()))?;
     if !value.is_object() {
         return Err(Bad::new("checkpoint", "must be a JSON object").in_file(name));
     }
@@ -233,8 +236,14 @@ fn build(
     {
         if let Some(raw) = m.raw(key) {
             v::exact_numbers(&m.name(key), raw.get()).map_err(|e| mf(e.into()))?;
-            let value: Value = serde_json::from_str(raw.get())
-                .map_err(|_| mf(Bad::new(m.name(key), "holds a number out of range")))?;
+            let value: Value = unique_value(raw.get().as_bytes()).map_err(|e| {
+                let why = if is_duplicate_key(&e) {
+                    SAME_KEY_TWICE
+                } else {
+                    "holds a number out of range"
+                };
+                mf(Bad::new(m.name(key), why))
+            })?;
             amber.insert(key.to_owned(), value);
         }
     }
@@ -331,13 +340,11 @@ fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
             continue;
         }
         v::exact_numbers("line", text).map_err(|e| at(e.into()))?;
-        let mut obj: Map<String, Value> = serde_json::from_str(text).map_err(|e| {
-            if e.classify() == serde_json::error::Category::Data {
-                at(Bad::new("line", "must be a JSON object"))
-            } else {
-                at(Bad::new("line", syntax_reason(&e)))
-            }
-        })?;
+        let mut obj: Map<String, Value> = match unique_value(text.as_bytes()) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => return Err(at(Bad::new("line", "must be a JSON object"))),
+            Err(e) => return Err(at(Bad::new("line", reason_of(&e)))),
+        };
         let amber_type = match obj.remove("type") {
             Some(Value::String(t)) => t,
             Some(_) => return Err(at(Bad::new("type", "must be a string"))),

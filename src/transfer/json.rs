@@ -5,6 +5,8 @@
 use super::Bad;
 use crate::redact::redact_json;
 use crate::validate as v;
+use crate::validate::unique::UniqueMap;
+pub(crate) use crate::validate::unique::{is_duplicate_key, unique_value};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -29,6 +31,16 @@ pub(crate) fn syntax_reason(e: &serde_json::Error) -> String {
     }
 }
 
+/// As [`syntax_reason`], naming a key repeated in one object too (what
+/// [`unique_value`] refuses).
+pub(crate) fn reason_of(e: &serde_json::Error) -> String {
+    if is_duplicate_key(e) {
+        SAME_KEY_TWICE.to_owned()
+    } else {
+        syntax_reason(e)
+    }
+}
+
 /// A JSON object read lazily, field by field.
 pub(crate) struct Obj<'a> {
     map: BTreeMap<String, &'a RawValue>,
@@ -40,13 +52,18 @@ impl<'a> Obj<'a> {
     /// errors (`""` for the top level).
     pub fn parse(text: &'a str, path: &str) -> Result<Self, Bad> {
         let what = if path.is_empty() { "record" } else { path };
-        let map: BTreeMap<String, &'a RawValue> = serde_json::from_str(text).map_err(|e| {
-            if e.classify() == serde_json::error::Category::Data {
-                Bad::new(what, "must be a JSON object")
-            } else {
-                Bad::new(what, syntax_reason(&e))
-            }
-        })?;
+        // Keys once each: serde_json would keep the last of two.
+        let map = serde_json::from_str::<UniqueMap<&'a RawValue>>(text)
+            .map_err(|e| {
+                if is_duplicate_key(&e) {
+                    Bad::new(what, SAME_KEY_TWICE)
+                } else if e.classify() == serde_json::error::Category::Data {
+                    Bad::new(what, "must be a JSON object")
+                } else {
+                    Bad::new(what, syntax_reason(&e))
+                }
+            })?
+            .0;
         Ok(Obj {
             map,
             path: path.to_owned(),
@@ -118,9 +135,13 @@ impl<'a> Obj<'a> {
     pub fn obj(&self, key: &str) -> Result<Option<Obj<'a>>, Bad> {
         match self.raw(key) {
             None => Ok(None),
-            Some(r) => Obj::parse(r.get(), &self.name(key))
-                .map(Some)
-                .map_err(|_| Bad::new(self.name(key), "must be a JSON object or null")),
+            Some(r) => Obj::parse(r.get(), &self.name(key)).map(Some).map_err(|b| {
+                if b.reason == SAME_KEY_TWICE {
+                    b
+                } else {
+                    Bad::new(self.name(key), "must be a JSON object or null")
+                }
+            }),
         }
     }
 
@@ -158,73 +179,25 @@ pub(crate) fn minify(text: &str) -> String {
     out
 }
 
+/// The reason given for an object that holds one key twice.
+pub(crate) const SAME_KEY_TWICE: &str = "has the same key twice in one object";
+
 /// Parses a JSON value whose text may be stored as given: an object with the
-/// same key twice is refused, because the parsed value keeps only the last
-/// one, so the redactor would check a different value than the text holds;
-/// so is a number that would not be stored exactly ([`v::exact_numbers`]:
-/// the stored text is re-serialized when the redactor changes something,
-/// and SQLite's JSON functions read it as 64-bit numbers).
+/// same key twice is refused ([`unique_value`]), because the parsed value
+/// would keep only the last one, so the redactor would check a different
+/// value than the text holds; so is a number that would not be stored
+/// exactly ([`v::exact_numbers`]: the stored text is re-serialized when the
+/// redactor changes something, and SQLite's JSON functions read it as
+/// 64-bit numbers).
 fn parse_stored(field: &str, raw: &RawValue) -> Result<Value, Bad> {
     v::exact_numbers(field, raw.get())?;
-    let value: Value = serde_json::from_str(raw.get())
-        .map_err(|_| Bad::new(field, "must be a JSON object with numbers in range"))?;
-    serde_json::from_str::<UniqueKeys>(raw.get())
-        .map_err(|_| Bad::new(field, "has the same key twice in one object"))?;
-    Ok(value)
-}
-
-/// Deserializes any JSON value, failing on an object with a repeated key.
-struct UniqueKeys;
-
-impl<'de> serde::Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(UniqueKeysVisitor)
-    }
-}
-
-struct UniqueKeysVisitor;
-
-impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
-    type Value = UniqueKeys;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
-        let mut seen = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key) {
-                return Err(serde::de::Error::custom("the same key twice"));
-            }
-            map.next_value::<UniqueKeys>()?;
+    unique_value(raw.get().as_bytes()).map_err(|e| {
+        if is_duplicate_key(&e) {
+            Bad::new(field, SAME_KEY_TWICE)
+        } else {
+            Bad::new(field, "must be a JSON object with numbers in range")
         }
-        Ok(UniqueKeys)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
-        while seq.next_element::<UniqueKeys>()?.is_some() {}
-        Ok(UniqueKeys)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
-    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
-        Ok(UniqueKeys)
-    }
+    })
 }
 
 /// Validates a JSON object field (an object, at most 256 KiB compact) and

@@ -493,3 +493,134 @@ fn c23_secrets_in_rejected_input_are_never_echoed() {
     }
     drop(holder);
 }
+
+/// URLs whose user or password hold an unencoded `@` or `/`, or a `%` that
+/// is not a `%XX` escape, each with the pieces of its password and the
+/// reason it is refused (docs/postgres.md, "The URL").
+const BAD_USERINFO: [(&str, &[&str], &str); 5] = [
+    (
+        "postgres://owner:Own3r-p@ss/w:rd%@127.0.0.1:5432/lb",
+        &["Own3r", "w:rd", "@ss"],
+        "is not a usable PostgreSQL URL: it holds more than one `@` before the query: percent-encode an `@` in the user, password or database name as %40 (e.g. postgres://user:p%40w@host/db)",
+    ),
+    (
+        "postgres://owner:Own3r-p@ss@127.0.0.1:5432/lb",
+        &["Own3r", "@ss"],
+        "is not a usable PostgreSQL URL: it holds more than one `@` before the query: percent-encode an `@` in the user, password or database name as %40 (e.g. postgres://user:p%40w@host/db)",
+    ),
+    (
+        "postgres://ow/ner:Pw0rd-9@127.0.0.1:5432/lb",
+        &["Pw0rd-9", "ner:"],
+        "is not a usable PostgreSQL URL: a `/` comes before the `@` that ends the user and password: percent-encode a `/` in them as %2F (e.g. postgres://user:p%2Fw@host/db)",
+    ),
+    (
+        "postgres://owner:Pw0/rd-9@127.0.0.1:5432/lb",
+        &["Pw0", "rd-9"],
+        "is not a usable PostgreSQL URL: a `/` comes before the `@` that ends the user and password: percent-encode a `/` in them as %2F (e.g. postgres://user:p%2Fw@host/db)",
+    ),
+    (
+        "postgres://owner:Pw0rd%zz-9@127.0.0.1:5432/lb",
+        &["Pw0rd", "zz-9"],
+        "is not a usable PostgreSQL URL: the user or password holds a `%` that is not followed by two hex digits: percent-encode a `%` as %25",
+    ),
+];
+
+/// Parsed before anything is looked up: the example used to reach DNS with
+/// the password's tail as the host (`ss`), and print it in the location.
+#[test]
+fn a_postgres_url_with_an_unencoded_at_slash_or_percent_in_its_userinfo_is_invalid_argument_and_never_shown(
+) {
+    let env = TestEnv::new();
+    for (url, pieces, reason) in BAD_USERINFO {
+        let runs = [
+            env.command()
+                .args(["--db", url, "session", "list", "--json"])
+                .output(),
+            env.command()
+                .args(["--db", url, "session", "create", "--title", "t"])
+                .output(),
+            env.command()
+                .env("LOGBOOK_DB", url)
+                .args(["events", "--follow"])
+                .output(),
+        ];
+        for (i, r) in runs.into_iter().enumerate() {
+            let r = Run::from(r.unwrap());
+            assert_eq!(r.code, 2, "{url} #{i}: {r:?}");
+            if i == 0 {
+                let e = assert_error(&r, "INVALID_ARGUMENT", 2);
+                assert_eq!(e["details"]["field"], "db");
+                assert_eq!(e["details"]["reason"], reason, "{url}");
+                assert_eq!(e["message"], format!("invalid `db`: {reason}"));
+            } else {
+                assert_eq!(
+                    r.stderr.lines().next(),
+                    Some(format!("error[INVALID_ARGUMENT]: invalid `db`: {reason}").as_str()),
+                    "{url} #{i}"
+                );
+            }
+            for piece in pieces.iter().chain(&["127.0.0.1", "lb"]) {
+                assert!(
+                    !r.stdout.contains(piece) && !r.stderr.contains(piece),
+                    "{url} #{i}: `{piece}` shown: {r:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A JSON flag holding one key twice is refused, naming the flag and the
+/// place: the value stored would have been the last copy only.
+#[test]
+fn a_json_flag_with_a_key_twice_is_invalid_argument_not_read_last_wins() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    for (args, field, column) in [
+        (
+            vec![
+                "session",
+                "create",
+                "--title",
+                "t",
+                "--context",
+                r#"{"a":1,"a":2}"#,
+            ],
+            "context",
+            10,
+        ),
+        (
+            vec![
+                "session",
+                "event",
+                &id,
+                "--type",
+                "x.t",
+                "--data",
+                r#"{"x":{"k":"sk-first","k":2}}"#,
+            ],
+            "data",
+            24,
+        ),
+        (
+            vec![
+                "session",
+                "checkpoint",
+                &id,
+                "--step",
+                "s",
+                "--state",
+                r#"{"s":1, "s":1}"#,
+            ],
+            "state",
+            11,
+        ),
+    ] {
+        let e = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        assert_eq!(e["details"]["field"], field, "{args:?}");
+        assert_eq!(
+            e["details"]["reason"],
+            format!("holds the same key twice in one object (line 1, column {column})"),
+            "{args:?}"
+        );
+    }
+}

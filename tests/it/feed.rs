@@ -392,3 +392,133 @@ fn an_idle_human_follower_prints_the_header_once_then_rows() {
     assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
     assert!(rx.try_recv().is_err(), "nothing after the rows");
 }
+
+/// `events --follow --from-now` prints nothing written before it started
+/// (no `max(event_id)` by hand), then every later event once, in order;
+/// without `--follow` it prints no events and the cursor to resume from.
+#[test]
+fn follow_from_now_prints_only_what_commits_after_it_starts_in_order() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    for k in 0..3 {
+        env.checkpoint(&s, &format!("before{k}"));
+    }
+    // A page from now: no events, a cursor after the newest.
+    let page = env.json(&["events", "--from-now"]).data();
+    assert_eq!(page["events"], serde_json::json!([]));
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let rest = env.json(&["events", "--after", &cursor]).data();
+    assert_eq!(rest["events"], serde_json::json!([]), "{rest}");
+    // A human follower prints its header once its first read is done: the
+    // start is fixed by then.
+    let mut c = env.command();
+    c.arg("--db")
+        .arg(env.path())
+        .args(["events", "--follow", "--from-now"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut follower = c.spawn().unwrap();
+    let out = follower.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let header = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(header.starts_with("EVENT_ID  SESSION "), "{header}");
+    let t = env.create("b");
+    for k in 0..3 {
+        env.checkpoint(if k == 1 { &t } else { &s }, &format!("after{k}"));
+    }
+    let rows: Vec<String> = (0..4)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
+    sigint(&follower);
+    assert_eq!(wait_exit(&mut follower, Duration::from_secs(10)), Some(0));
+    assert!(rx.try_recv().is_err(), "nothing after the four rows");
+    let summaries: Vec<&str> = rows
+        .iter()
+        .map(|r| r.rsplit("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        summaries,
+        [
+            "session created",
+            "step after0",
+            "step after1",
+            "step after2"
+        ],
+        "{rows:#?}"
+    );
+    let ids: Vec<i64> = rows
+        .iter()
+        .map(|r| r.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    let newest: Vec<i64> = all_events(&env).iter().rev().take(4).map(|e| e.0).collect();
+    assert_eq!(ids, newest.into_iter().rev().collect::<Vec<_>>());
+    // --after and --from-now exclude each other.
+    let r = env.json(&["events", "--from-now", "--after", "0"]);
+    assert_error(&r, "INVALID_ARGUMENT", 2);
+}
+
+/// The library's follow with `from_now`: fixed before its first check,
+/// JSON values of exactly the later events, in order; `from_now` with
+/// `after` is refused naming `after`.
+#[test]
+fn library_follow_from_now_delivers_only_later_events() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    env.checkpoint(&s, "before");
+    let db = env.path().to_path_buf();
+    let (started, ready) = mpsc::channel();
+    let follower = std::thread::spawn(move || {
+        let lg = open_ledger(&db);
+        let q = logbook::FeedQuery {
+            from_now: true,
+            ..Default::default()
+        };
+        let mut got = Vec::new();
+        let mut first = Some(started);
+        lg.follow(
+            &q,
+            Duration::from_millis(5),
+            |e| {
+                got.push((e.event_type.clone(), e.seq));
+                if got.len() == 3 {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                }
+            },
+            || {
+                if let Some(tx) = first.take() {
+                    tx.send(()).unwrap();
+                }
+                false
+            },
+        )
+        .unwrap();
+        got
+    });
+    ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    env.checkpoint(&s, "x");
+    env.json(&["session", "pause", &s]);
+    env.json(&["session", "resume", &s]);
+    let got = follower.join().unwrap();
+    let got: Vec<(&str, i64)> = got.iter().map(|(t, q)| (t.as_str(), *q)).collect();
+    assert_eq!(got, [("checkpoint", 2), ("paused", 3), ("resumed", 4)]);
+    let e = env
+        .ledger()
+        .feed(&logbook::FeedQuery {
+            after: Some("0".into()),
+            from_now: true,
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), logbook::ErrorCode::InvalidArgument);
+    assert_eq!(e.details()["field"], "after");
+}

@@ -566,3 +566,29 @@ fn every_status_change_leaves_the_event_of_that_status_last() {
         assert_eq!(after.rev, before.session.rev + 1, "{what}");
     }
 }
+
+/// A server URL whose user or password cannot be read without guessing is
+/// INVALID_ARGUMENT from `Ledger::open`, before any lookup, and neither the
+/// error nor the options' `Debug` shows any piece of the password.
+#[test]
+fn a_postgres_url_with_an_unencoded_at_slash_or_percent_in_its_userinfo_is_refused_by_open() {
+    for (url, pieces) in [
+        (
+            "postgres://owner:Own3r-p@ss/w:rd%@127.0.0.1:5432/lb",
+            &["Own3r", "w:rd", "@ss"][..],
+        ),
+        ("postgres://ow/ner:Pw0rd-9@127.0.0.1:5432/lb", &["Pw0rd"]),
+        ("postgres://owner:Pw0rd%g1@127.0.0.1:5432/lb", &["Pw0rd"]),
+        ("postgres://owner:Pw0rd%@127.0.0.1:5432/lb", &["Pw0rd"]),
+    ] {
+        let opts = LedgerOptions::at(url);
+        let debug = format!("{opts:?}");
+        let e = Ledger::open(opts).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{url}: {e}");
+        assert_eq!(e.details()["field"], "db");
+        let shown = format!("{e} | {e:?} | {} | {debug}", e.details());
+        for piece in pieces {
+            assert!(!shown.contains(piece), "{url}: `{piece}` in {shown}");
+        }
+    }
+}

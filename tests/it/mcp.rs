@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 
 pub(crate) type Client = RunningService<RoleClient, ()>;
 
-const TOOLS: [&str; 25] = [
+const TOOLS: [&str; 26] = [
     "logbook_session_create",
     "logbook_session_show",
     "logbook_session_list",
@@ -30,6 +30,7 @@ const TOOLS: [&str; 25] = [
     "logbook_session_stage",
     "logbook_session_usage",
     "logbook_session_event",
+    "logbook_session_start",
     "logbook_session_pause",
     "logbook_session_resume",
     "logbook_gate_open",
@@ -250,6 +251,7 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
         );
         for t in [
             "logbook_session_usage",
+            "logbook_session_start",
             "logbook_session_pause",
             "logbook_session_resume",
         ] {
@@ -290,7 +292,7 @@ fn tools_list_returns_every_tool_with_closed_schemas() {
             ro,
             [
                 false, true, true, false, false, false, // sessions
-                true, false, false, false, false, false, false, // recording, gate_open
+                true, false, false, false, false, false, false, false, // recording, gate_open
                 true,  // events
                 false, false, false, false, false, false, false, false, true, true, true,
             ]

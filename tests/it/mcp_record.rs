@@ -1,10 +1,10 @@
 //! The MCP tools an agent records the rest of its work with (issue 13 item
-//! 11): `logbook_session_events`, `_stage`, `_usage`, `_event`, `_pause`,
-//! `_resume` and `logbook_gate_open`, end to end over a real
+//! 11): `logbook_session_events`, `_stage`, `_usage`, `_event`, `_start`,
+//! `_pause`, `_resume` and `logbook_gate_open`, end to end over a real
 //! `logbook mcp serve`, every effect checked in the DB with plain SQLite.
 
 use crate::common::TestEnv;
-use crate::mcp::{call, connect, counts, err, ok, rt, text, Client};
+use crate::mcp::{call, connect, counts, err, ok, replayed, rt, text, Client};
 use serde_json::{json, Value};
 
 /// The newest event of `id`: (seq, type, actor_type, detail, data).
@@ -420,6 +420,83 @@ fn a_new_mutation_tool_retried_with_its_idempotency_key_applies_once() {
         );
         assert_eq!(e["details"]["field"], "idempotency_key", "{e}");
         assert_eq!(counts(&env), (1, 2, 1));
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A session created pending over MCP could only be failed there; now
+/// `logbook_session_start` begins it, as `logbook session start` does.
+#[test]
+fn a_pending_session_created_over_mcp_is_started_over_mcp() {
+    let env = TestEnv::new();
+    rt().block_on(async {
+        let client = connect(&env, &[]).await;
+        let s = ok(&call(
+            &client,
+            "logbook_session_create",
+            json!({"title": "queued", "pending": true}),
+        )
+        .await);
+        assert_eq!(
+            (s["status"].as_str(), s["rev"].as_i64()),
+            (Some("pending"), Some(1))
+        );
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let args = json!({"session_id": id, "reason": "picked up", "idempotency_key": "start-1"});
+        let first = call(&client, "logbook_session_start", args.clone()).await;
+        assert_eq!(replayed(&first), None);
+        let s = ok(&first);
+        let (detail, data) = applied(&env, &s, 2, "active", "started");
+        assert_eq!((detail.as_deref(), data), (Some("picked up"), None));
+        // A retry with its key applies nothing and says so.
+        let again = call(&client, "logbook_session_start", args).await;
+        assert_eq!(ok(&again), s);
+        assert_eq!(replayed(&again), Some(json!({"rev": 2, "seq": 1})));
+        assert_eq!(counts(&env), (1, 2, 1));
+        // Only a pending session starts; the CLI's codes.
+        let e = err(
+            &call(&client, "logbook_session_start", json!({"session_id": id})).await,
+            "SESSION_INVALID_TRANSITION",
+        );
+        assert_eq!(
+            (
+                e["details"]["status"].as_str(),
+                e["details"]["verb"].as_str()
+            ),
+            (Some("active"), Some("start")),
+            "{e}"
+        );
+        err(
+            &call(
+                &client,
+                "logbook_session_start",
+                json!({"session_id": "ses_00000000000000ff"}),
+            )
+            .await,
+            "SESSION_NOT_FOUND",
+        );
+        let e = err(
+            &call(
+                &client,
+                "logbook_session_start",
+                json!({"session_id": id, "if_rev": 2}),
+            )
+            .await,
+            "INVALID_ARGUMENT",
+        );
+        assert_eq!(e["details"]["field"], "if_rev");
+        assert_eq!(counts(&env), (1, 2, 1), "the refusals changed nothing");
+        // The same session as one the CLI started.
+        let cli = env.create_with(&["--title", "queued", "--pending"]);
+        let c = env
+            .json(&["session", "start", &cli, "--reason", "picked up"])
+            .data();
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&c), keys(&s));
+        assert_eq!(
+            (c["status"].as_str(), c["rev"].as_i64()),
+            (Some("active"), Some(2))
+        );
         client.cancel().await.unwrap();
     });
 }

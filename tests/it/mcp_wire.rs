@@ -221,3 +221,195 @@ fn blank_lines_get_no_reply_and_a_last_line_without_a_newline_is_served() {
     assert_eq!(raw.finish(), 0);
     assert_eq!(counts(&env), (1, 1, 0));
 }
+
+/// The one reply, checked to be a JSON-RPC error with `code` and an `id`
+/// member equal to `id`; returns its `error` object.
+#[track_caller]
+fn error_with_id(replies: &[Value], code: i64, id: &Value) -> Value {
+    assert_eq!(replies.len(), 1, "exactly one reply: {replies:?}");
+    let r = &replies[0];
+    let o = r.as_object().unwrap();
+    assert_eq!(
+        o.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["error", "id", "jsonrpc"],
+        "{r}"
+    );
+    assert_eq!((&r["jsonrpc"], &r["id"]), (&json!("2.0"), id), "{r}");
+    assert_eq!(r["error"]["code"], code, "{r}");
+    r["error"].clone()
+}
+
+/// JSON-RPC 2.0 §5: an error response always has `id`, `null` when the
+/// request's id cannot be read. rmcp wrote `-32600` with no `id` member at
+/// all for each of these.
+#[test]
+fn every_error_reply_carries_an_id_null_when_the_request_id_cannot_be_read() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let create = |id: &str| create_line(id, r#"{"title":"never stored"}"#);
+    let cases = [
+        (
+            create("1").replace(r#""jsonrpc":"2.0""#, r#""jsonrpc":"1.0""#),
+            r#"`jsonrpc` must be "2.0""#,
+        ),
+        (
+            format!("[{}]", create("2")),
+            "a batch (a JSON array of messages) is not served: send one message per line",
+        ),
+        (
+            create(r#"{"n":3}"#),
+            "`id` must be a string or an integer (no fraction or exponent, within 64 bits)",
+        ),
+        (
+            create("4.5"),
+            "`id` must be a string or an integer (no fraction or exponent, within 64 bits)",
+        ),
+        (
+            create("4.0"),
+            "`id` must be a string or an integer (no fraction or exponent, within 64 bits)",
+        ),
+        (
+            create("null"),
+            "`id` must be a string or an integer (no fraction or exponent, within 64 bits)",
+        ),
+        (
+            create("5").replacen(r#""id":5"#, r#""id":5,"id":6"#, 1),
+            "the message holds `id` twice",
+        ),
+    ];
+    for (line, problem) in &cases {
+        let e = error_with_id(&raw.send(line), -32600, &Value::Null);
+        assert_eq!(
+            e["message"],
+            format!("invalid request: {problem}"),
+            "{line}"
+        );
+        assert_eq!(e["data"]["code"], "INVALID_ARGUMENT");
+        assert_eq!(e["data"]["details"]["field"], "request");
+    }
+    // A readable id comes back with the refusal.
+    let line = r#"{"jsonrpc":"2.0","id":"r-7","method":"ping","params":"x"}"#;
+    let e = error_with_id(&raw.send(line), -32600, &json!("r-7"));
+    assert_eq!(
+        e["message"],
+        "invalid request: `params` must be an object (or an array)"
+    );
+    let line = r#"{"jsonrpc":"2.0","id":8,"method":"ping","params":[1]}"#;
+    let e = error_with_id(&raw.send(line), -32602, &json!(8));
+    assert_eq!(
+        e["message"],
+        "invalid params: the params do not have the shape this method takes"
+    );
+    // What rmcp still answers itself (a notification it cannot read) gets
+    // `"id": null` on the way out.
+    let line = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#;
+    let e = error_with_id(&raw.send(line), -32600, &Value::Null);
+    assert_eq!(e["message"], "Invalid request");
+    assert_eq!(counts(&env), (0, 0, 0));
+    a_good_call_is_answered_and_is_all_that_is_stored(&env, &mut raw);
+    assert_eq!(raw.finish(), 0);
+}
+
+/// A `tools/call` whose params cannot be a call — none, no string `name`,
+/// `arguments` that is not an object — is -32602 (invalid params) with its
+/// id; rmcp answered most of these -32601 "method not found", or -32600
+/// without an id.
+#[test]
+fn tools_call_without_params_or_with_non_object_arguments_is_invalid_params_with_its_id() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let call = |id: u32, params: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"{params}}}"#)
+    };
+    let needs = "tools/call needs `params`: an object with the tool's `name` and its `arguments`";
+    let cases = [
+        (call(1, ""), "params", needs),
+        (call(2, r#","params":null"#), "params", needs),
+        (
+            call(3, r#","params":[]"#),
+            "params",
+            "the `params` of tools/call must be an object",
+        ),
+        (
+            call(4, r#","params":{}"#),
+            "name",
+            "`name` must be the tool's name, a string",
+        ),
+        (
+            call(5, r#","params":{"name":5,"arguments":{}}"#),
+            "name",
+            "`name` must be the tool's name, a string",
+        ),
+    ];
+    let args = "`arguments` must be a JSON object (or left out)";
+    let mut id = 5;
+    let with_args: Vec<(String, &str, &str)> =
+        ["\"x\"", "[{\"title\":\"t\"}]", "null", "7", "false"]
+            .iter()
+            .map(|a| {
+                id += 1;
+                (
+                    call(
+                        id,
+                        &format!(
+                            r#","params":{{"name":"logbook_session_create","arguments":{a}}}"#
+                        ),
+                    ),
+                    "arguments",
+                    args,
+                )
+            })
+            .collect();
+    for (n, (line, field, problem)) in cases.into_iter().chain(with_args).enumerate() {
+        let e = error_with_id(&raw.send(&line), -32602, &json!(n + 1));
+        assert_eq!(e["message"], format!("invalid params: {problem}"), "{line}");
+        assert_eq!(
+            (&e["data"]["code"], &e["data"]["details"]["field"]),
+            (&json!("INVALID_ARGUMENT"), &json!(field)),
+            "{line}"
+        );
+    }
+    assert_eq!(counts(&env), (0, 0, 0));
+    a_good_call_is_answered_and_is_all_that_is_stored(&env, &mut raw);
+    assert_eq!(raw.finish(), 0);
+}
+
+/// An object holding a key twice is refused, never read last-wins (which
+/// stored `"title":"b"` for the first line below): in the arguments and
+/// anywhere in params -32602 with the id, among the message's own members
+/// -32600.
+#[test]
+fn a_duplicate_key_in_a_message_is_refused_not_read_last_wins() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let at = "an object holds the same key twice, at line 1 column";
+    let line = create_line("1", r#"{"title":"a","title":"b"}"#);
+    let e = error_with_id(&raw.send(&line), -32602, &json!(1));
+    let column = line.rfind(r#""title""#).unwrap() + r#""title""#.len();
+    assert_eq!(e["message"], format!("invalid params: {at} {column}"));
+    assert_eq!(e["data"]["details"]["field"], "params");
+    let line = create_line(
+        r#""two""#,
+        r#"{"title":"t","context":{"k":{"sk-x":1,"sk-x":2}}}"#,
+    );
+    let e = error_with_id(&raw.send(&line), -32602, &json!("two"));
+    assert!(!e.to_string().contains("sk-x"), "{e}");
+    let line = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"logbook_session_list","name":"logbook_session_create","arguments":{"title":"t"}}}"#;
+    error_with_id(&raw.send(line), -32602, &json!(3));
+    let line = create_line("4", r#"{"title":"t"}"#).replacen(
+        r#""method":"tools/call""#,
+        r#""method":"tools/call","method":"tools/call""#,
+        1,
+    );
+    let e = error_with_id(&raw.send(&line), -32600, &json!(4));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid request: the message holds a member twice ("),
+        "{e}"
+    );
+    assert_eq!(counts(&env), (0, 0, 0));
+    a_good_call_is_answered_and_is_all_that_is_stored(&env, &mut raw);
+    assert_eq!(raw.finish(), 0);
+}

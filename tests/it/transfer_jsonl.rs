@@ -556,3 +556,64 @@ fn an_edited_export_is_rejected_by_its_hashes() {
     assert_eq!(r.data()["imported"], 1);
     target.json(&["verify"]).data();
 }
+
+/// A key given twice in one object of a line — the record itself, an event,
+/// the actor — rejects its session (`field` names the object): serde_json
+/// would have read the last copy, so the first (`"title":"first"`) was
+/// imported as if it were not there. Stored JSON values (`context`) were
+/// refused already (above).
+#[test]
+fn a_key_repeated_in_any_object_of_a_line_rejects_its_session_instead_of_reading_the_last() {
+    let env = TestEnv::new();
+    let g = good_line();
+    let line = |n: u32, from: &str, to: &str| {
+        let text = with_id(g.clone(), n).to_string();
+        assert!(text.contains(from), "{from} in {text}");
+        text.replacen(from, to, 1)
+    };
+    let lines = [
+        line(
+            1,
+            r#""title":"template""#,
+            r#""title":"first","title":"template""#,
+        ),
+        line(
+            2,
+            r#"{"actor_type":"cli""#,
+            r#"{"seq":0,"actor_type":"cli""#,
+        ),
+        line(3, r#""actor":{"#, r#""actor":{"type":"mcp","#),
+        line(4, r#""usage":{"#, r#""usage":{"api_calls":1,"#),
+        with_id(g.clone(), 5).to_string(),
+    ];
+    let file = env.dir.path().join("dup.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let (_, d) = import_rejecting(&env, "jsonl", &file);
+    assert_counts(&d, 1, 0, 4);
+    let got: Vec<(u64, &str, &str)> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["line"].as_u64().unwrap(),
+                r["field"].as_str().unwrap(),
+                r["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let twice = "has the same key twice in one object";
+    assert_eq!(
+        got,
+        [
+            (1, "line", twice),
+            (2, "events[0]", twice),
+            (3, "actor", twice),
+            (4, "usage", twice)
+        ]
+    );
+    for n in 1..=4 {
+        assert_eq!(rows_anywhere(&env, &format!("ses_{n:016x}")), 0, "line {n}");
+    }
+    assert_eq!(table_counts(&env)[0], 1);
+}

@@ -514,3 +514,50 @@ fn pg_a_purge_without_the_privilege_records_nothing_and_names_the_role() {
     c.batch_execute(&format!("DROP OWNED BY {agent}; DROP ROLE {agent};"))
         .ok();
 }
+
+/// An idle follower backs off: one probe (one round trip, a prepared
+/// statement) every 25 ms at most once nothing moves, where it sent two
+/// round trips every 5 ms (≈ 3% of a core doing nothing). It still sees
+/// the next event, and resumes probing every 5 ms as events come.
+#[test]
+fn pg_an_idle_follower_backs_off_to_one_probe_every_25_ms() {
+    let env = TestEnv::new();
+    let s = env.create("a");
+    let proxy = Proxy::start(server_port());
+    let url = via(&env, &proxy);
+    let mut follower = env
+        .command()
+        .args(["--db", &url, "events", "--follow", "--json", "--from-now"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Started and idle: count its round trips over 2 s.
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = proxy.bursts();
+    std::thread::sleep(Duration::from_millis(2000));
+    let idle = proxy.bursts() - before;
+    assert!(
+        (1..=100).contains(&idle),
+        "an idle follower made {idle} round trips in 2 s (at most 80 at 25 ms, plus a few)"
+    );
+    env.checkpoint(&s, "after the quiet");
+    let line = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (v["type"].as_str(), v["data"]["step"].as_str()),
+        (Some("checkpoint"), Some("after the quiet"))
+    );
+    let _ = follower.kill();
+    let _ = follower.wait();
+}

@@ -347,3 +347,98 @@ fn pg_tx_creates_with_the_same_key_are_serialized() {
         Some((new_id.to_owned(), "dg".to_owned()))
     );
 }
+
+/// A follower that starts from now while an older writer is open (the
+/// horizon held back below events already committed): it skips what had
+/// committed before it started, though that lies above the horizon; it
+/// wakes when the horizon passes the open writer — whose event id was
+/// drawn first, so the newest event_id does not move at its COMMIT — and
+/// then delivers that writer's event and every later one, once each, in
+/// feed order. (Its probe asks whether an event's transaction lies
+/// between the last horizon and this one; other databases' transactions
+/// moving the horizon alone wake nothing.)
+#[test]
+fn pg_follow_from_now_skips_what_ended_before_and_wakes_when_the_horizon_passes_an_open_writer() {
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let Some((mut b, connect)) = setup() else {
+        return;
+    };
+    let url = b.pg_db().unwrap().url.clone();
+    let mut slow = connect();
+    slow.batch_execute("BEGIN").unwrap();
+    let mut w = PgTx::new(&mut slow, true);
+    let st = w.select_session_state(S2).unwrap().unwrap();
+    let guard = SessionGuard {
+        from: &[SessionStatus::Pending],
+        rev: Some(st.rev),
+    };
+    assert!(w.update_session(S2, guard, &at(T0 + 60)).unwrap());
+    // The oldest writer draws its event id first ...
+    let (slow_id, _) = w.insert_event(&event(S2, "x.slow")).unwrap();
+    // ... and a later writer commits before the follower starts.
+    let mut log = Log::default();
+    b.write(|tx| {
+        mutation(
+            tx,
+            &mut log,
+            S1,
+            &[SessionStatus::Active],
+            at(T0 + 70),
+            event(S1, "x.before"),
+        )
+    });
+    let got: Arc<Mutex<Vec<(i64, String)>>> = Arc::default();
+    let (ready_tx, ready) = mpsc::channel();
+    let follower = {
+        let got = got.clone();
+        std::thread::spawn(move || {
+            let lg = logbook::Ledger::open(logbook::LedgerOptions::at(&url)).unwrap();
+            let q = logbook::FeedQuery {
+                from_now: true,
+                ..Default::default()
+            };
+            let mut ready = Some(ready_tx);
+            let until = Instant::now() + Duration::from_secs(60);
+            lg.follow(
+                &q,
+                Duration::from_millis(5),
+                |e| {
+                    let mut g = got.lock().unwrap();
+                    g.push((e.event_id, e.event_type.clone()));
+                    if g.len() == 2 {
+                        std::ops::ControlFlow::Break(())
+                    } else {
+                        std::ops::ControlFlow::Continue(())
+                    }
+                },
+                || {
+                    if let Some(r) = ready.take() {
+                        r.send(()).unwrap();
+                    }
+                    Instant::now() > until
+                },
+            )
+            .unwrap();
+        })
+    };
+    ready.recv().unwrap();
+    // Held back behind the open writer, whatever the follower probes.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(got.lock().unwrap().is_empty(), "{:?}", got.lock().unwrap());
+    slow.batch_execute("COMMIT").unwrap();
+    b.write(|tx| {
+        mutation(
+            tx,
+            &mut log,
+            S3,
+            &[SessionStatus::Active],
+            at(T0 + 80),
+            event(S3, "x.after"),
+        )
+    });
+    follower.join().unwrap();
+    let got = got.lock().unwrap();
+    assert_eq!(got[0], (slow_id, "x.slow".to_owned()), "{got:?}");
+    assert_eq!(got[1].1, "x.after", "{got:?}");
+}

@@ -24,6 +24,9 @@ struct State {
     cut_after_commit: AtomicBool,
     /// COMMITs cut so far.
     cut: AtomicUsize,
+    /// Reads from clients forwarded to the server so far (each a burst of
+    /// protocol messages the client sent at once).
+    bursts: AtomicUsize,
     /// Open sockets (client side, server side), to cut them all.
     open: Mutex<Vec<(TcpStream, TcpStream)>>,
     stop: AtomicBool,
@@ -71,6 +74,12 @@ impl Proxy {
         self.state.cut.load(Ordering::SeqCst)
     }
 
+    /// How many bursts of messages clients have sent so far (one per round
+    /// trip of an idle client: a follower's probe is one).
+    pub fn bursts(&self) -> usize {
+        self.state.bursts.load(Ordering::SeqCst)
+    }
+
     /// Closes every open connection now (both sides), as a server's
     /// `idle_session_timeout` or a proxy's idle timeout would.
     pub fn cut_all(&self) {
@@ -116,6 +125,7 @@ fn pump_up(mut from: TcpStream, mut to: TcpStream, st: &State) {
             Ok(n) => n,
         };
         let chunk = &buf[..n];
+        st.bursts.fetch_add(1, Ordering::SeqCst);
         // A simple-protocol Query message: 'Q', length 11, "COMMIT\0",
         // wherever it stands in the chunk (the driver may send the Close of
         // a statement in front of it).

@@ -30,29 +30,73 @@ pub fn is_url(location: &str) -> bool {
     lower("postgres://") || lower("postgresql://")
 }
 
+/// Where a URL's user and password end: the part after `://` and before
+/// the query (`?`) is split at its **last** `@`, so that no piece of a
+/// password holding an unencoded `@` or `/` is ever taken for the host.
+/// Returns (offset of the user in `url`, offset of that `@`), or `None`
+/// when the URL names no user.
+fn userinfo_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let head_end = url[start..].find('?').map_or(url.len(), |i| start + i);
+    let at = url[start..head_end].rfind('@')? + start;
+    Some((start, at))
+}
+
+/// Refuses a URL whose user or password cannot be told apart from the rest
+/// without guessing: more than one `@` before the query, a `/` before the
+/// `@`, or a `%` not followed by two hex digits. Runs on the text alone,
+/// before anything is parsed, looked up or connected; the message names
+/// the character, never the text around it.
+fn check_userinfo(url: &str) -> Result<()> {
+    let Some((start, at)) = userinfo_span(url) else {
+        return Ok(());
+    };
+    let userinfo = &url[start..at];
+    if userinfo.contains('@') {
+        return Err(bad(
+            "it holds more than one `@` before the query: percent-encode an `@` in the user, password or database name as %40 (e.g. postgres://user:p%40w@host/db)",
+        ));
+    }
+    if userinfo.contains('/') {
+        return Err(bad(
+            "a `/` comes before the `@` that ends the user and password: percent-encode a `/` in them as %2F (e.g. postgres://user:p%2Fw@host/db)",
+        ));
+    }
+    let b = userinfo.as_bytes();
+    let stray = b.iter().enumerate().any(|(i, c)| {
+        *c == b'%'
+            && !b
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if stray {
+        return Err(bad(
+            "the user or password holds a `%` that is not followed by two hex digits: percent-encode a `%` as %25",
+        ));
+    }
+    Ok(())
+}
+
 /// `url` with any password taken out (`postgres://user:***@host/db`, a
 /// `password=` query item's value too): what `Debug` of the options shows
-/// before the URL is parsed. Text that is not a PostgreSQL URL is returned
-/// as it is.
+/// before the URL is parsed. The user and password end at the last `@`
+/// before the query (as [`PgLocation::parse`] reads them), so a password
+/// holding an unencoded `@` or `/` is hidden whole. Text that is not a
+/// PostgreSQL URL is returned as it is.
 pub fn redacted(url: &str) -> String {
     if !is_url(url) {
         return url.to_owned();
     }
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end..];
-    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (auth, tail) = rest.split_at(auth_end);
-    let auth = match auth.rfind('@') {
-        Some(at) => {
-            let (user, host) = auth.split_at(at);
-            match user.split_once(':') {
-                Some((name, _)) => format!("{name}:***{host}"),
-                None => auth.to_owned(),
-            }
+    let (head, tail) = match userinfo_span(url) {
+        Some((start, at)) => {
+            let userinfo = &url[start..at];
+            let head = match userinfo.split_once(':') {
+                Some((name, _)) => format!("{}{name}:***", &url[..start]),
+                None => url[..at].to_owned(),
+            };
+            (head, &url[at..])
         }
-        None => auth.to_owned(),
+        None => (String::new(), url),
     };
     let tail = match tail.split_once('?') {
         Some((path, query)) => {
@@ -67,7 +111,7 @@ pub fn redacted(url: &str) -> String {
         }
         None => tail.to_owned(),
     };
-    format!("{}{auth}{tail}", &url[..scheme_end])
+    format!("{head}{tail}")
 }
 
 /// How the connection is protected, from the URL's `sslmode`.
@@ -200,6 +244,15 @@ fn percent_decode(s: &str) -> Result<String> {
     String::from_utf8(out).map_err(|_| bad("a % escape is not UTF-8"))
 }
 
+/// Whether a query item's name can be an option: 1 to 64 of a-z, 0-9, `_`
+/// (every libpq parameter is such a name).
+fn plain_key(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 impl PgLocation {
     /// Parses a `postgres://` URL, completing it from the process
     /// environment ([`Env::current`]).
@@ -207,7 +260,10 @@ impl PgLocation {
     /// # Errors
     /// INVALID_ARGUMENT (`db`) for a URL the driver cannot parse, an
     /// unknown `sslmode`, or a client-certificate item; the message names
-    /// the item, never its value.
+    /// the item, never its value. A user or password holding an unencoded
+    /// `@` or `/`, or a `%` that is not a `%XX` escape, is refused on the
+    /// text alone, before any lookup: its message names the character and
+    /// repeats no part of the URL.
     pub fn parse(url: &str) -> Result<PgLocation> {
         Self::parse_with(url, &Env::current())
     }
@@ -220,16 +276,11 @@ impl PgLocation {
         if !is_url(url) {
             return Err(bad("it must start with postgres:// or postgresql://"));
         }
-        // The driver splits user:password from the host at the first `@`,
-        // so a password with an unencoded `@` would leave its tail in the
-        // host, and the host is printed.
-        let after_scheme = url.split_once("://").map_or("", |(_, r)| r);
-        let authority = after_scheme.split(['/', '?']).next().unwrap_or_default();
-        if authority.matches('@').count() > 1 {
-            return Err(bad(
-                "its user and password hold an `@`: percent-encode it as %40 (e.g. postgres://user:p%40ss@host/db)",
-            ));
-        }
+        // Before anything else: the driver splits the user and password
+        // from the host at the first `@`, so a password holding an
+        // unencoded `@` or `/` would leave its tail in the host, which is
+        // looked up in DNS and printed.
+        check_userinfo(url)?;
         let (base, query) = match url.split_once('?') {
             Some((b, q)) => (b, Some(q)),
             None => (url, None),
@@ -244,6 +295,13 @@ impl PgLocation {
         {
             let (k, v) = item.split_once('=').unwrap_or((item, ""));
             let key = percent_decode(k)?;
+            if !plain_key(&key) {
+                // The driver would repeat it in "unknown option"; it may be
+                // the tail of a password that held a `?`.
+                return Err(bad(
+                    "a query item's name is not an option name (a-z, 0-9, `_`); it is not repeated",
+                ));
+            }
             if REFUSED.contains(&key.as_str()) {
                 return Err(bad(format!(
                     "`{key}`: client certificates are not supported; use a password or a Unix-socket login"
@@ -484,6 +542,16 @@ mod tests {
             "postgres://bob:***@db:5432/l?password=***&sslmode=require"
         );
         assert_eq!(redacted("postgresql://bob@db/l"), "postgresql://bob@db/l");
+        // Up to the last `@` before the query: no piece of the password
+        // is left in what looks like the host or the database.
+        assert_eq!(
+            redacted("postgres://owner:Own3r-p@ss/w:rd%@127.0.0.1:5432/lb"),
+            "postgres://owner:***@127.0.0.1:5432/lb"
+        );
+        assert_eq!(
+            redacted("postgres://owner:pa/ss@h/lb?application_name=a@b"),
+            "postgres://owner:***@h/lb?application_name=a@b"
+        );
         assert_eq!(redacted("postgres://db"), "postgres://db");
         assert_eq!(redacted("/var/lib/ledger.db"), "/var/lib/ledger.db");
     }
@@ -530,7 +598,7 @@ mod tests {
                 "unknown option `frobnicate`",
             ),
             ("postgres://h:notaport/d", "port"),
-            ("postgres://pw:S3cr@tPW@h/d", "percent-encode it as %40"),
+            ("postgres://pw:S3cr@tPW@h/d", "percent-encode an `@`"),
         ] {
             let e = PgLocation::parse_with(url, &env()).unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{url}");
@@ -541,6 +609,83 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    /// The user and password are checked on the text before the driver
+    /// parses it (it splits at the first `@`, leaving the rest of such a
+    /// password in the host, which it would look up and print).
+    #[test]
+    fn an_unencoded_at_slash_or_stray_percent_in_the_userinfo_is_refused_before_parsing() {
+        let more = "more than one `@` before the query";
+        let slash = "a `/` comes before the `@`";
+        let percent = "a `%` that is not followed by two hex digits";
+        for (url, secret, reason) in [
+            (
+                "postgres://owner:Own3r-p@ss/w:rd%@127.0.0.1:5432/lb",
+                "Own3r",
+                more,
+            ),
+            (
+                "postgres://owner:Own3r-p@ss/w:rd@127.0.0.1:5432/lb",
+                "Own3r",
+                more,
+            ),
+            (
+                "postgres://owner:Own3r-p@ss@127.0.0.1:5432/lb",
+                "Own3r",
+                more,
+            ),
+            ("postgresql://own@er:Pw0rd@127.0.0.1/lb", "Pw0rd", more),
+            ("postgres://ow/ner:Pw0rd@127.0.0.1:5432/lb", "Pw0rd", slash),
+            ("postgres://owner:Pw0/rd@127.0.0.1:5432/lb", "Pw0", slash),
+            (
+                "postgres://owner:Pw0rd%@127.0.0.1:5432/lb",
+                "Pw0rd",
+                percent,
+            ),
+            (
+                "postgres://owner:Pw0%zzrd@127.0.0.1:5432/lb",
+                "Pw0",
+                percent,
+            ),
+            (
+                "postgres://owner:Pw0rd%4@127.0.0.1:5432/lb",
+                "Pw0rd",
+                percent,
+            ),
+            (
+                "postgres://own%er:Pw0rd@127.0.0.1:5432/lb",
+                "Pw0rd",
+                percent,
+            ),
+        ] {
+            let e = PgLocation::parse_with(url, &env()).unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{url}");
+            assert_eq!(e.details()["field"], "db", "{url}");
+            let shown = format!("{e} {} {e:?}", e.details());
+            assert!(shown.contains(reason), "{url}: {shown}");
+            for piece in [secret, "127.0.0.1", "lb"] {
+                assert!(!shown.contains(piece), "{url}: {piece} in {shown}");
+            }
+        }
+        // Encoded, each is a password like any other.
+        let loc = PgLocation::parse_with(
+            "postgres://owner:Own3r-p%40ss%2Fw:rd%25@127.0.0.1:5432/lb",
+            &env(),
+        )
+        .unwrap();
+        assert_eq!(loc.config.get_password(), Some(&b"Own3r-p@ss/w:rd%"[..]));
+        assert_eq!(loc.display, "postgres://owner@127.0.0.1:5432/lb");
+        // An `@` in the query (after the database) is not the userinfo's.
+        let loc =
+            PgLocation::parse_with("postgres://o:pw@h/lb?application_name=agent@host", &env())
+                .unwrap();
+        assert_eq!(loc.config.get_application_name(), Some("agent@host"));
+        // A query item's name is never repeated unless it is plain (the
+        // tail of a password that held a `?` would be).
+        let e = PgLocation::parse_with("postgres://o:12?Pw0rd@h/lb", &env()).unwrap_err();
+        assert!(e.to_string().contains("not an option name"), "{e}");
+        assert!(!e.to_string().contains("Pw0rd"), "{e}");
     }
 
     #[test]

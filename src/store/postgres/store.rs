@@ -22,6 +22,7 @@ use super::tls;
 use super::tx::{Failure, PgTx, StatementCache};
 use crate::error::{Error, Result};
 use crate::store::Tx;
+use postgres::types::Type;
 use postgres::{Client, NoTls};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
@@ -50,8 +51,11 @@ pub struct PgStore {
     read_only: bool,
     /// Changes [`PgStore::probe`] has seen (the mark followers wait on).
     changes: Cell<i64>,
-    /// What the last probe read: (horizon, newest event_id).
-    last_probe: Cell<Option<(i64, i64)>>,
+    /// The horizon the last probe read (`None` before the first, and
+    /// after a lost connection).
+    last_horizon: Cell<Option<i64>>,
+    /// Probes in a row that found no change (a follower's back-off).
+    idle_probes: Cell<u32>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -98,7 +102,8 @@ impl PgStore {
             busy_timeout_ms,
             read_only,
             changes: Cell::new(0),
-            last_probe: Cell::new(None),
+            last_horizon: Cell::new(None),
+            idle_probes: Cell::new(0),
         };
         // A server that is restarting (connection refused, "starting up",
         // the connection lost while the schema is checked) is waited for
@@ -393,8 +398,15 @@ impl PgStore {
         Ok(self.changes.get())
     }
 
-    /// Sleeps `poll`, then probes the feed; whether it changed since the
-    /// mark `seen`.
+    /// Sleeps, then probes the feed; whether it changed since the mark
+    /// `seen`.
+    ///
+    /// The sleep is `poll` while the feed moves, and doubles with each
+    /// probe that finds nothing new, up to [`IDLE_POLL_MAX`] (25 ms; `poll`
+    /// if that is longer); the first probe that finds a change brings it
+    /// back to `poll`. So an idle follower probes 40 times a second rather
+    /// than 200, and an event written after a quiet spell is seen within
+    /// 25 ms plus a read (BENCHMARKS.md, "PostgreSQL": "An idle follower").
     ///
     /// Followers poll rather than LISTEN: a NOTIFY takes a lock that
     /// serializes the commits of every notifying transaction, which halved
@@ -403,36 +415,52 @@ impl PgStore {
     /// # Errors
     /// STORE_UNAVAILABLE when the server cannot be reached.
     pub fn wait_for_change(&self, seen: i64, poll: Duration) -> Result<bool> {
-        std::thread::sleep(poll);
+        let idle = self.idle_probes.get();
+        std::thread::sleep(idle_sleep(poll, idle));
         self.probe()?;
-        Ok(self.changes.get() != seen)
+        let changed = self.changes.get() != seen;
+        self.idle_probes
+            .set(if changed { 0 } else { idle.saturating_add(1) });
+        Ok(changed)
     }
 
     /// Reads the oldest running transaction's id (the feed's horizon) and
-    /// the newest event_id, one index probe; counts a change when either
-    /// moved. An event becomes readable in the feed only when its
-    /// transaction commits below the horizon, so one of the two moves: its
-    /// event_id is the newest, or the horizon passes its transaction. A
-    /// lost connection counts as a change (the read that follows reconnects
-    /// or fails with its code).
+    /// whether an event's transaction lies between the horizon the last
+    /// probe read and this one ([`PROBE`], one index probe, prepared once
+    /// per connection unless `statement_cache_size=0`); counts a change
+    /// when one does. An event becomes readable in the feed exactly when
+    /// the horizon passes its transaction (docs/postgres.md, "The global
+    /// feed on a server"), and consecutive probes' ranges cover every
+    /// transaction, so no event is missed; the horizon moving past other
+    /// databases' or read-only work alone is not a change, so a follower
+    /// on a busy shared server stays idle. The first probe, a lost
+    /// connection and a prepared probe a migration made stale each count as
+    /// a change (the read that follows reconnects or fails with its code).
     fn probe(&self) -> Result<()> {
-        let seen = self.with_client(|client, place| {
-            client
-                .query_one(
-                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8,
-                            COALESCE((SELECT max(event_id) FROM events), 0)",
-                    &[],
-                )
-                .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
-                .map_err(|e| super::errors::to_error(&e, place))
+        let since = self.last_horizon.get();
+        let since_text = since.unwrap_or(0).to_string();
+        let seen = self.with_conn(|conn, place| {
+            let mut tx = PgTx::new(&mut conn.client, false)
+                .with_cache(&mut conn.cache)
+                .with_location(place);
+            let row = tx.one(PROBE, &[(&since_text, Type::TEXT)])?;
+            match (row.try_get::<_, i64>(0), row.try_get::<_, bool>(1)) {
+                (Ok(horizon), Ok(passed)) => Ok((horizon, passed)),
+                _ => Err(Error::internal("the feed probe returned no numbers")),
+            }
         });
-        let seen = match seen {
-            Ok(v) => Some(v),
-            Err(Error::Unavailable { .. }) => None,
+        let changed = match seen {
+            Ok((horizon, passed)) => {
+                self.last_horizon.set(Some(horizon));
+                passed || since.is_none()
+            }
+            Err(Error::Unavailable { .. } | Error::Busy { .. }) => {
+                self.last_horizon.set(None);
+                true
+            }
             Err(e) => return Err(e),
         };
-        if seen.is_none() || seen != self.last_probe.get() {
-            self.last_probe.set(seen);
+        if changed {
             self.changes.set(self.changes.get() + 1);
         }
         Ok(())
@@ -446,10 +474,15 @@ impl PgStore {
         self.with_client(super::doctor::facts)
     }
 
+    /// Runs `f` on the connection's client: see [`PgStore::with_conn`].
+    fn with_client<T>(&self, mut f: impl FnMut(&mut Client, &str) -> Result<T>) -> Result<T> {
+        self.with_conn(|conn, place| f(&mut conn.client, place))
+    }
+
     /// Runs `f` on the connection, connecting first if there is none; when
     /// a connection kept from before turns out lost (a server or proxy
     /// closed it while idle), runs `f` once more on a new one.
-    fn with_client<T>(&self, mut f: impl FnMut(&mut Client, &str) -> Result<T>) -> Result<T> {
+    fn with_conn<T>(&self, mut f: impl FnMut(&mut Conn, &str) -> Result<T>) -> Result<T> {
         let mut slot = self.conn.borrow_mut();
         let mut reused = true;
         loop {
@@ -467,7 +500,7 @@ impl PgStore {
             let Some(conn) = slot.as_mut() else {
                 return Err(Error::internal("no connection after connecting"));
             };
-            match f(&mut conn.client, &self.loc.display) {
+            match f(conn, &self.loc.display) {
                 Err(Error::Unavailable { .. }) if reused => {
                     *slot = None;
                 }
@@ -485,9 +518,51 @@ impl PgStore {
     }
 }
 
+/// The feed probe of followers: the horizon, and whether an event's
+/// transaction lies at or above the previous horizon ($1, as text) and
+/// below this one (index `events_by_tx`).
+const PROBE: &str = "SELECT s.h::text::bigint, EXISTS (SELECT 1 FROM events e \
+     WHERE e.tx_id >= $1::text::xid8 AND e.tx_id < s.h) \
+     FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS h) s";
+
+/// The longest an idle follower sleeps between two probes of the feed:
+/// 25 ms, below the slowest follow latency BENCHMARKS.md states for a
+/// server (33 ms beside 8 writers), so an event after a quiet spell is not
+/// seen later than that.
+pub const IDLE_POLL_MAX: Duration = Duration::from_millis(25);
+
+/// The sleep before a follower's next probe after `idle` probes in a row
+/// found nothing new: `poll` doubled `idle` times, at most
+/// [`IDLE_POLL_MAX`] (or `poll`, when that is longer).
+fn idle_sleep(poll: Duration, idle: u32) -> Duration {
+    let cap = IDLE_POLL_MAX.max(poll);
+    poll.checked_mul(1 << idle.min(16))
+        .map_or(cap, |d| d.min(cap))
+}
+
 /// 16 random bits (a retry's jitter).
 fn random_u16() -> u16 {
     let mut b = [0u8; 2];
     let _ = getrandom::fill(&mut b);
     u16::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_follower_doubles_its_sleep_up_to_25_ms() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let five: Vec<Duration> = (0..7).map(|i| idle_sleep(ms(5), i)).collect();
+        assert_eq!(
+            five,
+            [ms(5), ms(10), ms(20), ms(25), ms(25), ms(25), ms(25)]
+        );
+        assert_eq!(idle_sleep(ms(5), u32::MAX), ms(25));
+        // A poll longer than the cap is kept as it is.
+        assert_eq!(idle_sleep(ms(100), 0), ms(100));
+        assert_eq!(idle_sleep(ms(100), 9), ms(100));
+        assert_eq!(idle_sleep(Duration::ZERO, 3), Duration::ZERO);
+    }
 }

@@ -18,7 +18,7 @@ use super::events::{event_columns, map_event};
 use super::{col, int};
 use crate::error::Result;
 use crate::model::Event;
-use crate::store::{FeedPos, FeedScan};
+use crate::store::{EndedAbove, FeedPos, FeedScan, FeedStart};
 use postgres::types::Type;
 
 /// Every event after a position and below the horizon, in feed order
@@ -47,6 +47,13 @@ pub const FEED_SESSION: &str = concat!(
 /// The horizon: the oldest transaction still running when the snapshot
 /// was taken (the next id when none is).
 pub const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
+/// Now in the feed: the horizon, the first unassigned transaction id and
+/// the transactions running, all of one snapshot.
+pub const START: &str = "SELECT pg_snapshot_xmin(s.s)::text::bigint, \
+     pg_snapshot_xmax(s.s)::text::bigint, \
+     ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s.s) x) \
+     FROM (SELECT pg_current_snapshot() AS s) s";
 
 /// The position of one event.
 pub const POS_OF_EVENT: &str = "SELECT e.tx_id::text::bigint FROM events e WHERE e.event_id = $1";
@@ -157,6 +164,25 @@ pub fn horizon(tx: &mut PgTx<'_>) -> Result<FeedPos> {
     Ok(FeedPos {
         tx: col(&row, 0)?,
         event_id: 0,
+    })
+}
+
+/// Now in the feed: its horizon, and which transactions at or above it
+/// had ended ([`FeedStart`]), from this transaction's snapshot.
+pub fn start(tx: &mut PgTx<'_>) -> Result<FeedStart> {
+    let row = tx.one(START, &[])?;
+    let running: Vec<i64> = row
+        .try_get(2)
+        .map_err(|e| crate::error::Error::internal(format!("the feed start: {e}")))?;
+    Ok(FeedStart {
+        pos: FeedPos {
+            tx: col(&row, 0)?,
+            event_id: 0,
+        },
+        ended: Some(EndedAbove {
+            xmax: col(&row, 1)?,
+            running,
+        }),
     })
 }
 

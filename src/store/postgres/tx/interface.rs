@@ -19,8 +19,8 @@ use crate::store::rows::{
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
 };
 use crate::store::{
-    chain::SnapshotLink, BudgetLimits, FeedPos, FeedScan, RunChange, SessionChange, SessionGuard,
-    SessionRow, SessionsPage, Tx,
+    chain::SnapshotLink, BudgetLimits, FeedPos, FeedScan, FeedStart, RunChange, SessionChange,
+    SessionGuard, SessionRow, SessionsPage, Tx,
 };
 use postgres::types::Type;
 
@@ -174,6 +174,10 @@ impl Tx for PgTx<'_> {
 
     fn feed_horizon(&mut self) -> Result<FeedPos> {
         pf::horizon(self)
+    }
+
+    fn feed_start(&mut self) -> Result<FeedStart> {
+        pf::start(self)
     }
 
     fn feed_pos_of_event(&mut self, event_id: i64) -> Result<Option<FeedPos>> {
