@@ -176,7 +176,7 @@ FROM purges p LEFT JOIN tombstones t ON t.purge_id = p.purge_id
 LEFT JOIN purge_ends e ON e.purge_id = p.purge_id
 GROUP BY p.purge_id, e.purge_id, e.outcome, e.at_ms, e.skipped;
 
-CREATE INDEX tombstones_by_parent ON tombstones (parent_session_id) WHERE parent_session_id IS NOT NULL;
+CREATE INDEX tombstones_by_parent ON tombstones (parent_session_id, purge_id) WHERE parent_session_id IS NOT NULL;
 
 DO $$
 BEGIN

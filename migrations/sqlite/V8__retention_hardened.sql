@@ -152,4 +152,4 @@ GROUP BY p.purge_id;
 
 -- Tombstones by parent: `show` and `tree` of a parent count its purged
 -- children.
-CREATE INDEX tombstones_by_parent ON tombstones (parent_session_id) WHERE parent_session_id IS NOT NULL;
+CREATE INDEX tombstones_by_parent ON tombstones (parent_session_id, purge_id) WHERE parent_session_id IS NOT NULL;

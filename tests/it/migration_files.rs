@@ -17,7 +17,7 @@ const SQLITE_CHECKSUMS: [(i32, &str, u64); 8] = [
     (5, "views", 10_473_755_610_179_046_381),
     (6, "replay_revisions", 10_842_295_927_407_290_803),
     (7, "retention", 1_375_550_021_766_245_563),
-    (8, "retention_hardened", 419_959_772_941_122_843),
+    (8, "retention_hardened", 15_910_152_492_154_598_931),
 ];
 
 fn folder(name: &str) -> std::path::PathBuf {
