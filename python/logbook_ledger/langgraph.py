@@ -244,10 +244,16 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         if sid is None:
             return None
         try:
-            index = [e for e in self._index(sid) if e[0] == _ns_key(ns)]
+            index = self._index(sid)
         except SessionNotFound:
+            # The cached session was purged (another saver's delete_thread):
+            # the thread may have a new one.
             self._forget(thread_id)
-            return None
+            sid = self._find(thread_id)
+            if sid is None:
+                return None
+            index = self._index(sid)
+        index = [e for e in index if e[0] == _ns_key(ns)]
         if cid:
             index = [e for e in index if e[1] == cid]
         if not index:
