@@ -4,26 +4,62 @@
 PostgreSQL server — whose methods are the library's verbs, with keyword
 arguments named like the CLI's flags and results as the CLI's ``--json``
 ``data`` (dicts). Errors are ``LogbookError`` subclasses carrying the
-stable code (docs/errors.md). See docs/python.md.
+stable code (docs/errors.md): one class per code, named after it
+(``SESSION_CONFLICT`` -> ``SessionConflict``). See docs/python.md.
 """
 
 from __future__ import annotations
 
-from . import _native
-from ._native import ERROR_CODES, Ledger, LogbookError
+from ._native import (
+    ERROR_CODES,
+    CheckpointNotFound,
+    GateAlreadyDecided,
+    GateNotFound,
+    GatePending,
+    Internal,
+    Interrupted,
+    InvalidArgument,
+    LeaseHeld,
+    LeaseNotFound,
+    Ledger,
+    LedgerTampered,
+    LogbookError,
+    RunInvalidTransition,
+    RunNotFound,
+    SessionConflict,
+    SessionInvalidTransition,
+    SessionNotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreIo,
+    StoreUnavailable,
+    StoreVersionTooNew,
+)
 from ._written import Written
 
-__all__ = ["ERROR_CODES", "Ledger", "LogbookError", "Written"]
-
-
-def _export_error_classes() -> None:
-    # One subclass of LogbookError per stable code, made from the library's
-    # code table: SESSION_NOT_FOUND -> SessionNotFound, and so on.
-    for wire in ERROR_CODES:
-        name = "".join(part.capitalize() for part in wire.split("_"))
-        globals()[name] = getattr(_native, name)
-        __all__.append(name)
-
-
-_export_error_classes()
-del _export_error_classes
+__all__ = [
+    "ERROR_CODES",
+    "CheckpointNotFound",
+    "GateAlreadyDecided",
+    "GateNotFound",
+    "GatePending",
+    "Internal",
+    "Interrupted",
+    "InvalidArgument",
+    "LeaseHeld",
+    "LeaseNotFound",
+    "Ledger",
+    "LedgerTampered",
+    "LogbookError",
+    "RunInvalidTransition",
+    "RunNotFound",
+    "SessionConflict",
+    "SessionInvalidTransition",
+    "SessionNotFound",
+    "StoreBusy",
+    "StoreCorrupt",
+    "StoreIo",
+    "StoreUnavailable",
+    "StoreVersionTooNew",
+    "Written",
+]
