@@ -215,3 +215,143 @@ class Ledger:
         export: Union[str, PathLike[str], None] = None,
         dry_run: bool = False,
     ) -> dict[str, Any]: ...
+    def usage(
+        self,
+        id: str,
+        *,
+        input_tokens: Optional[int] = None,
+        output_tokens: Optional[int] = None,
+        api_calls: Optional[int] = None,
+        duration_ms: Optional[int] = None,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def budget(
+        self,
+        id: str,
+        *,
+        max_tokens: Optional[int] = None,
+        max_api_calls: Optional[int] = None,
+        max_duration_ms: Optional[int] = None,
+        on_exceed: Optional[str] = None,
+        reset: bool = False,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> dict[str, Any]: ...
+    def open_gate(
+        self,
+        id: str,
+        *,
+        gate: str,
+        kind: str,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def approve_gate(
+        self,
+        id: str,
+        *,
+        gate: str,
+        note: Optional[str] = None,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def reject_gate(
+        self,
+        id: str,
+        *,
+        gate: str,
+        reason: str,
+        abort: bool = False,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def gates(self, id: str) -> dict[str, Any]: ...
+    def lock(
+        self,
+        id: str,
+        *,
+        ttl_ms: Optional[int] = None,
+        owner_pid: Optional[int] = None,
+        if_rev: Optional[int] = None,
+        lease: Optional[str] = None,
+    ) -> dict[str, Any]: ...
+    def unlock(
+        self,
+        id: str,
+        *,
+        lease: str,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> Written: ...
+    def create_run(
+        self,
+        session: str,
+        *,
+        input: Optional[_Json] = None,
+        metadata: Optional[_Json] = None,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def start_run(
+        self,
+        run: str,
+        *,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def run_usage(
+        self,
+        run: str,
+        *,
+        input_tokens: Optional[int] = None,
+        output_tokens: Optional[int] = None,
+        api_calls: Optional[int] = None,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def run_turn(
+        self,
+        run: str,
+        *,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def complete_run(
+        self,
+        run: str,
+        *,
+        output: Optional[_Json] = None,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def fail_run(
+        self,
+        run: str,
+        *,
+        code: str,
+        message: str,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def cancel_run(
+        self,
+        run: str,
+        *,
+        if_rev: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        lease: Optional[str] = None,
+    ) -> Written: ...
+    def get_run(self, run: str) -> dict[str, Any]: ...
+    def list_runs(self, session: str, *, status: Optional[_Strs] = None) -> list[dict[str, Any]]: ...

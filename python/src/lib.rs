@@ -13,6 +13,10 @@ use logbook::{
     AppendEvent, CheckpointRequest, CreateSession, Error, ErrorBody, ErrorCode, FeedQuery,
     ForkRequest, Ledger as Inner, LedgerOptions, ListSessions, Mutation, SessionStatus, Written,
 };
+use logbook::{
+    CreateRun, GateKind, LockRequest, OnExceed, RecordUsage, RunError, RunStatus, RunUsageDelta,
+    SetBudget,
+};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -195,6 +199,12 @@ fn mutation(
         idempotency_key,
         lease,
     }
+}
+
+/// Parses a keyword's value with the library's own names (`GateKind`,
+/// `OnExceed`, `RunStatus`); INVALID_ARGUMENT naming `field`.
+fn parse<T: std::str::FromStr<Err = String>>(py: Python<'_>, field: &str, v: &str) -> PyResult<T> {
+    v.parse::<T>().map_err(|e| invalid(py, field, e))
 }
 
 /// A handle on one logbook database (SPEC §6, §9).
@@ -677,6 +687,317 @@ impl Ledger {
         } else {
             self.call(py, |l| l.purge(&req, &mut |_, _| {}))
         }
+    }
+
+    // Runs, usage, budgets, gates and leases (`logbook run …`, `session
+    // usage|budget|gate|lock|unlock`).
+
+    /// Adds usage to a live session (`session usage`); a budget crossed by
+    /// this write applies its policy.
+    #[pyo3(signature = (id, *, input_tokens=None, output_tokens=None, api_calls=None,
+        duration_ms=None, if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn usage(
+        &self,
+        py: Python<'_>,
+        id: String,
+        input_tokens: Option<i64>,
+        output_tokens: Option<i64>,
+        api_calls: Option<i64>,
+        duration_ms: Option<i64>,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let req = RecordUsage {
+            input_tokens,
+            output_tokens,
+            api_calls,
+            duration_ms,
+        };
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.record_usage(&id, req, &m))
+    }
+
+    /// A session's budget (`session budget`): with limits or `on_exceed`
+    /// sets them; with `reset=True` counts from now; else reads it.
+    #[pyo3(signature = (id, *, max_tokens=None, max_api_calls=None, max_duration_ms=None,
+        on_exceed=None, reset=false, if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn budget(
+        &self,
+        py: Python<'_>,
+        id: String,
+        max_tokens: Option<i64>,
+        max_api_calls: Option<i64>,
+        max_duration_ms: Option<i64>,
+        on_exceed: Option<String>,
+        reset: bool,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let on_exceed = on_exceed
+            .map(|v| parse::<OnExceed>(py, "on_exceed", &v))
+            .transpose()?;
+        let m = mutation(if_rev, idempotency_key, lease);
+        let set = max_tokens.is_some()
+            || max_api_calls.is_some()
+            || max_duration_ms.is_some()
+            || on_exceed.is_some();
+        if set && reset {
+            return Err(invalid(
+                py,
+                "reset",
+                "give either limits or reset=True, not both",
+            ));
+        }
+        if reset {
+            return self.write(py, |l| l.reset_budget(&id, &m));
+        }
+        if !set {
+            return self.call(py, |l| l.check_budget(&id));
+        }
+        let req = SetBudget {
+            max_tokens,
+            max_api_calls,
+            max_duration_ms,
+            on_exceed,
+        };
+        self.write(py, |l| l.set_budget(&id, req, &m))
+    }
+
+    /// Opens a gate on an active session (`session gate open`; `kind`:
+    /// `auto`, `user-approval` or `step-confirm`).
+    #[pyo3(signature = (id, *, gate, kind, if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn open_gate(
+        &self,
+        py: Python<'_>,
+        id: String,
+        gate: String,
+        kind: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let kind = parse::<GateKind>(py, "kind", &kind)?;
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.open_gate(&id, &gate, kind, &m))
+    }
+
+    /// Approves a pending gate (`session gate approve`).
+    #[pyo3(signature = (id, *, gate, note=None, if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn approve_gate(
+        &self,
+        py: Python<'_>,
+        id: String,
+        gate: String,
+        note: Option<String>,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.approve_gate(&id, &gate, note, &m))
+    }
+
+    /// Rejects a pending gate (`session gate reject`): the session fails,
+    /// or is cancelled with `abort=True`.
+    #[pyo3(signature = (id, *, gate, reason, abort=false, if_rev=None, idempotency_key=None,
+        lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn reject_gate(
+        &self,
+        py: Python<'_>,
+        id: String,
+        gate: String,
+        reason: String,
+        abort: bool,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.reject_gate(&id, &gate, &reason, abort, &m))
+    }
+
+    /// A session's gates (`session gate list`).
+    fn gates(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
+        self.call(py, |l| l.list_gates(&id))
+    }
+
+    /// Takes (or with `lease`, renews) a session's lease (`session lock`);
+    /// the owner is this process unless `owner_pid` says otherwise.
+    #[pyo3(signature = (id, *, ttl_ms=None, owner_pid=None, if_rev=None, lease=None))]
+    fn lock(
+        &self,
+        py: Python<'_>,
+        id: String,
+        ttl_ms: Option<i64>,
+        owner_pid: Option<u32>,
+        if_rev: Option<i64>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let req = LockRequest { ttl_ms, owner_pid };
+        let m = mutation(if_rev, None, lease);
+        self.call(py, |l| l.lock(&id, &req, &m))
+    }
+
+    /// Releases a session's lease (`session unlock`).
+    #[pyo3(signature = (id, *, lease, if_rev=None, idempotency_key=None))]
+    fn unlock(
+        &self,
+        py: Python<'_>,
+        id: String,
+        lease: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, None);
+        self.write(py, |l| l.unlock(&id, &lease, &m))
+    }
+
+    /// Creates a pending run of a session (`run create`).
+    #[pyo3(signature = (session, *, input=None, metadata=None, if_rev=None, idempotency_key=None,
+        lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_run(
+        &self,
+        py: Python<'_>,
+        session: String,
+        input: Option<&Bound<'_, PyAny>>,
+        metadata: Option<&Bound<'_, PyAny>>,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let req = CreateRun {
+            input: to_json(py, "input", input)?,
+            metadata: to_json(py, "metadata", metadata)?,
+        };
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.create_run(&session, req, &m))
+    }
+
+    /// Starts a pending run (`run start`).
+    #[pyo3(signature = (run, *, if_rev=None, idempotency_key=None, lease=None))]
+    fn start_run(
+        &self,
+        py: Python<'_>,
+        run: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.start_run(&run, &m))
+    }
+
+    /// Adds usage to a running run and its session (`run usage`).
+    #[pyo3(signature = (run, *, input_tokens=None, output_tokens=None, api_calls=None,
+        if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_usage(
+        &self,
+        py: Python<'_>,
+        run: String,
+        input_tokens: Option<i64>,
+        output_tokens: Option<i64>,
+        api_calls: Option<i64>,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let req = RunUsageDelta {
+            input_tokens,
+            output_tokens,
+            api_calls,
+        };
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.record_run_usage(&run, req, &m))
+    }
+
+    /// Counts a turn of a running run (`run turn`).
+    #[pyo3(signature = (run, *, if_rev=None, idempotency_key=None, lease=None))]
+    fn run_turn(
+        &self,
+        py: Python<'_>,
+        run: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.increment_turn(&run, &m))
+    }
+
+    /// Completes a running run with an optional output (`run complete`).
+    #[pyo3(signature = (run, *, output=None, if_rev=None, idempotency_key=None, lease=None))]
+    fn complete_run(
+        &self,
+        py: Python<'_>,
+        run: String,
+        output: Option<&Bound<'_, PyAny>>,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let output = to_json(py, "output", output)?;
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.complete_run(&run, output, &m))
+    }
+
+    /// Fails a run with an error code and message (`run fail`).
+    #[pyo3(signature = (run, *, code, message, if_rev=None, idempotency_key=None, lease=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn fail_run(
+        &self,
+        py: Python<'_>,
+        run: String,
+        code: String,
+        message: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.fail_run(&run, RunError { code, message }, &m))
+    }
+
+    /// Cancels a pending or running run (`run cancel`).
+    #[pyo3(signature = (run, *, if_rev=None, idempotency_key=None, lease=None))]
+    fn cancel_run(
+        &self,
+        py: Python<'_>,
+        run: String,
+        if_rev: Option<i64>,
+        idempotency_key: Option<String>,
+        lease: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = mutation(if_rev, idempotency_key, lease);
+        self.write(py, |l| l.cancel_run(&run, &m))
+    }
+
+    /// A run (`run show`).
+    fn get_run(&self, py: Python<'_>, run: String) -> PyResult<Py<PyAny>> {
+        self.call(py, |l| l.get_run(&run))
+    }
+
+    /// A session's runs, oldest first (`run list`), optionally by status.
+    #[pyo3(signature = (session, *, status=None))]
+    fn list_runs(
+        &self,
+        py: Python<'_>,
+        session: String,
+        status: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let statuses = strings(py, "status", status)?
+            .iter()
+            .map(|s| parse::<RunStatus>(py, "status", s))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.call(py, |l| l.list_runs(&session, &statuses))
     }
 }
 
