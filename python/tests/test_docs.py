@@ -24,6 +24,8 @@ EXAMPLES = [(doc, i, b) for doc in ("docs/python.md", "README.md", "python/READM
 def test_example_runs(doc, i, code, tmp_path, monkeypatch, capsys):
     if "langgraph" in code:
         pytest.importorskip("langgraph.graph")
+    if "logbook_ledger.agents" in code:
+        pytest.importorskip("agents.memory")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LOGBOOK_DB", os.path.join(tmp_path, "default.db"))
     exec(compile(code, f"{doc} python block {i}", "exec"), {"__name__": "__example__"})
