@@ -157,7 +157,55 @@ struct ForkData<'a> {
     checkpoint_seq: i64,
 }
 
+/// One checkpoint snapshot with its state: what [`Ledger::snapshot`]
+/// returns (the Python package's `Ledger.snapshot`, docs/python.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// The session.
+    pub session_id: String,
+    /// The seq of its checkpoint event.
+    pub seq: i64,
+    /// The checkpoint's step.
+    pub step: Option<String>,
+    /// When, ms since the epoch.
+    pub at_ms: i64,
+    /// Bytes of the stored state.
+    pub size_bytes: i64,
+    /// The session's stage when it was taken.
+    pub stage: Option<String>,
+    /// The stored state (redacted as it was written), a JSON object.
+    pub state: Value,
+}
+
 impl Ledger {
+    /// Reads one checkpoint snapshot with its state: the one at `seq`, or
+    /// the newest with `None`. The state is checked against the SHA-256 and
+    /// size its checkpoint event recorded, as `restore` and `fork` check it.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT (malformed id, negative seq), SESSION_NOT_FOUND,
+    /// CHECKPOINT_NOT_FOUND, LEDGER_TAMPERED (the state does not match its
+    /// event).
+    pub fn snapshot(&self, id: &str, seq: Option<i64>) -> Result<Snapshot> {
+        parse_session_id(id)?;
+        check_seq(seq)?;
+        self.read(|tx| {
+            let s = snapshot(tx, id, seq)?;
+            let state = serde_json::from_str(&s.state)
+                .map_err(|e| Error::internal(format!("cannot read a snapshot's state: {e}")))?;
+            Ok(Snapshot {
+                session_id: id.to_owned(),
+                seq: s.seq,
+                step: s.step,
+                at_ms: s.at_ms,
+                size_bytes: s.size_bytes,
+                stage: s.stage,
+                state,
+            })
+        })
+        .map_err(|e| self.fill_path(e))
+    }
+
     /// A session's checkpoint snapshots: seq, step, at_ms, size_bytes
     /// (and stage), oldest first.
     ///

@@ -424,3 +424,38 @@ fn snapshot_triggers_hold_against_raw_sql() {
         assert!(err.contains("logbook:") && err.contains("snapshot"), "{sql}: {err}");
     }
 }
+
+#[test]
+fn the_library_reads_a_snapshot_with_its_state() {
+    // Ledger::snapshot (the Python package's Ledger.snapshot,
+    // docs/python.md): the newest, or the one at a seq, with its state as
+    // it was stored; refusals as restore's.
+    let (_env, l) = crate::common::fresh_ledger();
+    let s = l
+        .create_session(logbook::CreateSession::titled("a"))
+        .unwrap()
+        .session_id
+        .to_string();
+    let m = logbook::Mutation::default();
+    for (step, v) in [("one", 1), ("two", 2)] {
+        let req = logbook::CheckpointRequest {
+            step: Some(step.into()),
+            state: Some(json!({ "v": v })),
+            ..Default::default()
+        };
+        l.checkpoint(&s, req, &m).unwrap();
+    }
+    let newest = l.snapshot(&s, None).unwrap();
+    assert_eq!((newest.seq, newest.step.as_deref()), (2, Some("two")));
+    assert_eq!(newest.state, json!({ "v": 2 }));
+    assert_eq!(newest.size_bytes, 7);
+    assert_eq!(l.snapshot(&s, Some(1)).unwrap().state, json!({ "v": 1 }));
+    let code = |r: logbook::Result<logbook::ledger::Snapshot>| r.unwrap_err().code().as_str();
+    assert_eq!(code(l.snapshot(&s, Some(0))), "CHECKPOINT_NOT_FOUND");
+    assert_eq!(code(l.snapshot(&s, Some(-1))), "INVALID_ARGUMENT");
+    assert_eq!(
+        code(l.snapshot("ses_0000000000000000", None)),
+        "SESSION_NOT_FOUND"
+    );
+    assert_eq!(code(l.snapshot("nope", None)), "INVALID_ARGUMENT");
+}

@@ -1,0 +1,490 @@
+"""LangGraph checkpoint savers on logbook (SPEC §9; docs/python.md, "LangGraph").
+
+A LangGraph thread is a logbook session of app ``langgraph``; each
+LangGraph checkpoint is a logbook checkpoint whose snapshot state holds the
+serializer's bytes as they are (hex, see docs/python.md for the shape), and
+each ``put_writes`` call is one ``x.langgraph.writes`` event of that
+session. ``delete_thread`` cancels the thread's session and purges it: the
+session's rows go, a tombstone and the purge record stay (README,
+"Retention").
+
+``LogbookSaver`` has the synchronous methods and their ``a*`` twins (which
+run the blocking call in a thread, as LangGraph's own SQLite saver does);
+``AsyncLogbookSaver`` is the same saver with an async ``from_conn_string``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Optional
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import Ledger, SessionNotFound
+
+#: The app of every session this saver creates.
+APP = "langgraph"
+#: The type of the event each ``put_writes`` appends.
+WRITES_EVENT = "x.langgraph.writes"
+#: The state's format version (docs/python.md).
+STATE_VERSION = 1
+_TAG = "langgraph.thread."
+_STEP = "langgraph "
+_FIND_STATUSES = ["pending", "active", "paused", "completed", "failed"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _hex(text: str) -> str:
+    # Hex keeps the text exact through logbook's redaction (SPEC §4), which
+    # no lowercase hex string matches, and keeps its byte order.
+    return text.encode("utf-8").hex()
+
+
+def _unhex(text: str) -> str:
+    return bytes.fromhex(text).decode("utf-8")
+
+
+def _thread_tag(thread_id: str) -> str:
+    return _TAG + _sha(thread_id)[:40]
+
+
+def _ns_key(checkpoint_ns: str) -> str:
+    return _sha(checkpoint_ns)[:16]
+
+
+def _writes_sort_key(task_path: str, task_id: str, idx: int) -> tuple:
+    return (task_path, task_id, idx)
+
+
+class LogbookSaver(BaseCheckpointSaver[str]):
+    """A LangGraph ``BaseCheckpointSaver`` that records into a logbook ledger.
+
+    ``db`` is resolved as ``logbook_ledger.Ledger`` resolves it (a SQLite
+    file's path, a ``postgres://`` URL, or the default database); or pass an
+    open ``ledger``. Safe to share between threads.
+    """
+
+    ledger: Ledger
+
+    def __init__(
+        self,
+        db: Optional[str] = None,
+        *,
+        ledger: Optional[Ledger] = None,
+        serde: Optional[SerializerProtocol] = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.ledger = ledger if ledger is not None else Ledger(db)
+        self._sessions: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, db: Optional[str] = None) -> Iterator["LogbookSaver"]:
+        """A saver on ``db`` whose ledger is closed when the block ends."""
+        saver = cls(db)
+        try:
+            yield saver
+        finally:
+            saver.ledger.close()
+
+    # -- threads and sessions -------------------------------------------------
+
+    def _find(self, thread_id: str) -> Optional[str]:
+        """The session of a thread, or None (a purged one is gone)."""
+        with self._lock:
+            sid = self._sessions.get(thread_id)
+        if sid is not None:
+            return sid
+        page = self.ledger.list_sessions(
+            app=APP, tag=_thread_tag(thread_id), status=_FIND_STATUSES, limit=1
+        )
+        if not page["sessions"]:
+            return None
+        sid = page["sessions"][0]["session_id"]
+        with self._lock:
+            self._sessions[thread_id] = sid
+        return sid
+
+    def _forget(self, thread_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(thread_id, None)
+
+    def _session_for_write(self, thread_id: str) -> str:
+        sid = self._find(thread_id)
+        if sid is not None:
+            return sid
+        s = self.ledger.create_session(
+            "LangGraph thread",
+            app=APP,
+            tag=[_thread_tag(thread_id)],
+            metadata={"langgraph": {"thread_id_hex": _hex(thread_id)}},
+        )
+        sid = s["session_id"]
+        with self._lock:
+            self._sessions[thread_id] = sid
+        return sid
+
+    def _write(self, thread_id: str, fn) -> Any:
+        """Runs ``fn(session_id)``; once more on a fresh session when the
+        cached one was purged meanwhile (another saver's delete_thread)."""
+        sid = self._session_for_write(thread_id)
+        try:
+            return fn(sid)
+        except SessionNotFound:
+            self._forget(thread_id)
+            return fn(self._session_for_write(thread_id))
+
+    def _index(self, sid: str) -> list[tuple[str, str, int]]:
+        """(ns key, checkpoint id, seq) of each checkpoint of a session; for
+        a checkpoint id put twice, the newest."""
+        newest: dict[tuple[str, str], int] = {}
+        for c in self.ledger.checkpoints(sid)["checkpoints"]:
+            step = c.get("step") or ""
+            if not step.startswith(_STEP):
+                continue
+            parts = step[len(_STEP):].split(" ")
+            if len(parts) != 2:
+                continue
+            key = (parts[0], _unhex(parts[1]))
+            newest[key] = max(newest.get(key, -1), c["seq"])
+        return [(k[0], k[1], seq) for k, seq in newest.items()]
+
+    def _writes(self, sid: str, checkpoint_ns: str, checkpoint_id: str) -> list:
+        """The pending writes of one checkpoint, folded as LangGraph's own
+        savers fold them: a special channel's write replaces, any other is
+        kept once per (task, idx)."""
+        ns_hex, cid_hex = _hex(checkpoint_ns), _hex(checkpoint_id)
+        stored: dict[tuple[str, int], tuple[str, str, str, str, str]] = {}
+        after = None
+        while True:
+            page = self.ledger.session_events(sid, after_seq=after, limit=1000)
+            for e in page["events"]:
+                d = e.get("data")
+                if e["type"] != WRITES_EVENT or not d:
+                    continue
+                if d.get("ns") != ns_hex or d.get("checkpoint_id") != cid_hex:
+                    continue
+                task_id, task_path = _unhex(d["task_id"]), _unhex(d["task_path"])
+                for w in d["writes"]:
+                    key = (task_id, w["idx"])
+                    if w["idx"] >= 0 and key in stored:
+                        continue
+                    stored[key] = (task_id, _unhex(w["channel"]), w["type"], w["value"], task_path)
+            after = page.get("next_after_seq")
+            if after is None:
+                break
+        ordered = sorted(stored.items(), key=lambda kv: _writes_sort_key(kv[1][4], *kv[0]))
+        return [
+            (task_id, channel, self.serde.loads_typed((t, bytes.fromhex(v))))
+            for _, (task_id, channel, t, v, _) in ordered
+        ]
+
+    def _tuple(self, thread_id: str, sid: str, seq: int) -> CheckpointTuple:
+        state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
+        ns = _unhex(state["checkpoint_ns"])
+        cid = state["checkpoint_id"]
+        cp = state["checkpoint"]
+        md = state["metadata"]
+        parent = state.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": cid,
+                }
+            },
+            checkpoint=self.serde.loads_typed((cp["type"], bytes.fromhex(cp["hex"]))),
+            metadata=self.serde.loads_typed((md["type"], bytes.fromhex(md["hex"]))),
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None
+            ),
+            pending_writes=self._writes(sid, ns, cid),
+        )
+
+    # -- BaseCheckpointSaver --------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """The checkpoint ``config`` names, or the thread's newest in its
+        namespace; None when there is none."""
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        ns = conf.get("checkpoint_ns", "")
+        cid = get_checkpoint_id(config)
+        sid = self._find(thread_id)
+        if sid is None:
+            return None
+        try:
+            index = self._index(sid)
+        except SessionNotFound:
+            # The cached session was purged (another saver's delete_thread):
+            # the thread may have a new one.
+            self._forget(thread_id)
+            sid = self._find(thread_id)
+            if sid is None:
+                return None
+            index = self._index(sid)
+        index = [e for e in index if e[0] == _ns_key(ns)]
+        if cid:
+            index = [e for e in index if e[1] == cid]
+        if not index:
+            return None
+        _, _, seq = max(index, key=lambda e: e[1])
+        return self._tuple(thread_id, sid, seq)
+
+    def list(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id): of ``config``'s
+        thread (and namespace, and checkpoint id, when given), or of every
+        LangGraph thread; ``filter`` matches metadata keys, ``before`` keeps
+        the checkpoints older than the one it names."""
+        if config is not None:
+            conf = config["configurable"]
+            thread_id = conf.get("thread_id")
+            threads = []
+            if thread_id is not None:
+                sid = self._find(thread_id)
+                threads = [(thread_id, sid)] if sid is not None else []
+            else:
+                threads = list(self._threads())
+            ns = conf.get("checkpoint_ns")
+            cid = get_checkpoint_id(config)
+        else:
+            threads, ns, cid = list(self._threads()), None, None
+        before_id = get_checkpoint_id(before) if before else None
+        entries = []
+        for thread_id, sid in threads:
+            try:
+                index = self._index(sid)
+            except SessionNotFound:
+                continue
+            for ns_key, checkpoint_id, seq in index:
+                if ns is not None and ns_key != _ns_key(ns):
+                    continue
+                if cid and checkpoint_id != cid:
+                    continue
+                if before_id and checkpoint_id >= before_id:
+                    continue
+                entries.append((checkpoint_id, thread_id, sid, seq))
+        entries.sort(key=lambda e: e[0], reverse=True)
+        left = limit
+        for _, thread_id, sid, seq in entries:
+            if left is not None and left <= 0:
+                break
+            t = self._tuple(thread_id, sid, seq)
+            if filter and not all(t.metadata.get(k) == v for k, v in filter.items()):
+                continue
+            if left is not None:
+                left -= 1
+            yield t
+
+    def _threads(self) -> Iterator[tuple[str, str]]:
+        """(thread id, session id) of every LangGraph thread's session."""
+        cursor = None
+        while True:
+            page = self.ledger.list_sessions(
+                app=APP, status=_FIND_STATUSES, limit=1000, cursor=cursor
+            )
+            for s in page["sessions"]:
+                lg = (s.get("metadata") or {}).get("langgraph") or {}
+                if "thread_id_hex" in lg:
+                    yield _unhex(lg["thread_id_hex"]), s["session_id"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Records ``checkpoint`` as a logbook checkpoint of the thread's
+        session (created on the thread's first checkpoint)."""
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        ns = conf.get("checkpoint_ns", "")
+        cp_type, cp_bytes = self.serde.dumps_typed(checkpoint)
+        md_type, md_bytes = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+        cid = checkpoint["id"]
+        state = {
+            "v": STATE_VERSION,
+            "checkpoint_ns": _hex(ns),
+            "checkpoint_id": cid,
+            "parent_checkpoint_id": conf.get("checkpoint_id"),
+            "checkpoint": {"type": cp_type, "hex": cp_bytes.hex()},
+            "metadata": {"type": md_type, "hex": md_bytes.hex()},
+        }
+        step = f"{_STEP}{_ns_key(ns)} {_hex(cid)}"
+        self._write(thread_id, lambda sid: self.ledger.checkpoint(sid, step=step, state=state))
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": cid,
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Records a task's writes for a checkpoint as one
+        ``x.langgraph.writes`` event of the thread's session."""
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        data = {
+            "v": STATE_VERSION,
+            "ns": _hex(conf.get("checkpoint_ns", "")),
+            "checkpoint_id": _hex(conf["checkpoint_id"]),
+            "task_id": _hex(task_id),
+            "task_path": _hex(task_path),
+            "writes": [],
+        }
+        for idx, (channel, value) in enumerate(writes):
+            t, b = self.serde.dumps_typed(value)
+            data["writes"].append(
+                {
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": _hex(channel),
+                    "type": t,
+                    "value": b.hex(),
+                }
+            )
+        self._write(
+            thread_id,
+            lambda sid: self.ledger.append_event(sid, type=WRITES_EVENT, data=data),
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Removes a thread the logbook way: its session is cancelled, then
+        purged (a tombstone and the purge record stay). The purge takes
+        every cancelled LangGraph session (docs/python.md)."""
+        self._forget(thread_id)
+        page = self.ledger.list_sessions(app=APP, tag=_thread_tag(thread_id), limit=1000)
+        found = False
+        for s in page["sessions"]:
+            found = True
+            if s["status"] in ("pending", "active", "paused"):
+                self.ledger.cancel(s["session_id"], reason="langgraph delete_thread")
+        if found:
+            self.ledger.purge(
+                app=APP, status="cancelled", ended_before=int(time.time() * 1000) + 1
+            )
+        self._forget(thread_id)
+
+    def get_next_version(self, current: Optional[str], channel: None = None) -> str:
+        """Versions as LangGraph's own savers make them: a zero-padded
+        counter and a random fraction."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # -- async twins: the blocking call in a thread ---------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """``get_tuple`` in a thread."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``list`` in a thread."""
+        items = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` in a thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """``put_writes`` in a thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """``delete_thread`` in a thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+class AsyncLogbookSaver(LogbookSaver):
+    """``LogbookSaver`` for asyncio code: ``async with
+    AsyncLogbookSaver.from_conn_string(db) as saver``. Its ``a*`` methods
+    run the blocking ledger call in a thread."""
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(  # type: ignore[override]
+        cls, db: Optional[str] = None
+    ) -> AsyncIterator["AsyncLogbookSaver"]:
+        """A saver on ``db`` whose ledger is closed when the block ends."""
+        saver = await asyncio.to_thread(cls, db)
+        try:
+            yield saver
+        finally:
+            await asyncio.to_thread(saver.ledger.close)
+
+
+__all__ = ["APP", "WRITES_EVENT", "AsyncLogbookSaver", "LogbookSaver"]

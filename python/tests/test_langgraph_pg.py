@@ -1,0 +1,58 @@
+"""LangGraph's conformance suite and the Ledger binding on PostgreSQL
+(LOGBOOK_TEST_PG, a throwaway server .ci/pg starts): each test on a fresh
+database."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pg import fresh_database, skip_reason
+
+pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
+
+import logbook_ledger as lb  # noqa: E402
+from logbook_ledger.langgraph import AsyncLogbookSaver, LogbookSaver  # noqa: E402
+
+
+@checkpointer_test(name="LogbookSaver (PostgreSQL)")
+async def pg_saver():
+    with fresh_database() as url:
+        with LogbookSaver.from_conn_string(url) as saver:
+            yield saver
+
+
+@checkpointer_test(name="AsyncLogbookSaver (PostgreSQL)")
+async def pg_async_saver():
+    with fresh_database() as url:
+        async with AsyncLogbookSaver.from_conn_string(url) as saver:
+            yield saver
+
+
+@pytest.mark.parametrize("factory", [pg_saver, pg_async_saver], ids=["sync", "async"])
+async def test_conformance_base_capabilities_on_postgres(factory):
+    report = await validate(factory)
+    report.print_report()
+    assert report.passed_all_base()
+
+
+def test_ledger_on_postgres():
+    with fresh_database() as url:
+        with lb.Ledger(url) as led:
+            assert led.path.startswith("postgres://")
+            assert os.environ["LOGBOOK_TEST_PG"].split("@")[0].split(":")[-1] not in led.path
+            sid = led.create_session("on the server")["session_id"]
+            led.checkpoint(sid, step="one", state={"v": 1})
+            with pytest.raises(lb.SessionConflict) as ei:
+                led.complete(sid, result="done", if_rev=1)
+            assert ei.value.retryable is True
+            assert led.complete(sid, result="done", if_rev=2)["rev"] == 3
+            assert led.snapshot(sid)["state"] == {"v": 1}
+            assert [e["type"] for e in led.show_session(sid)["events"]] == [
+                "created", "checkpoint", "completed",
+            ]
