@@ -182,6 +182,7 @@ class Ledger:
         session: Optional[_Strs] = None,
         type: Optional[_Strs] = None,
         limit: Optional[int] = None,
+        from_now: bool = False,
     ) -> dict[str, Any]: ...
     def verify(self, ids: Optional[_Strs] = None) -> dict[str, Any]: ...
     def checkpoints(self, id: str) -> dict[str, Any]: ...
@@ -212,6 +213,7 @@ class Ledger:
         app: Optional[str] = None,
         status: Optional[_Strs] = None,
         keep_last: Optional[int] = None,
+        session: Optional[_Strs] = None,
         export: Union[str, PathLike[str], None] = None,
         dry_run: bool = False,
     ) -> dict[str, Any]: ...

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import random
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Optional
@@ -397,19 +396,17 @@ class LogbookSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Removes a thread the logbook way: its session is cancelled, then
-        purged (a tombstone and the purge record stay). The purge takes
-        every cancelled LangGraph session (docs/python.md)."""
+        purged (a tombstone and the purge record stay), and no other
+        (docs/python.md)."""
         self._forget(thread_id)
         page = self.ledger.list_sessions(app=APP, tag=_thread_tag(thread_id), limit=1000)
-        found = False
+        ids = []
         for s in page["sessions"]:
-            found = True
+            ids.append(s["session_id"])
             if s["status"] in ("pending", "active", "paused"):
                 self.ledger.cancel(s["session_id"], reason="langgraph delete_thread")
-        if found:
-            self.ledger.purge(
-                app=APP, status="cancelled", ended_before=int(time.time() * 1000) + 1
-            )
+        if ids:
+            self.ledger.purge(session=ids)
         self._forget(thread_id)
 
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:

@@ -580,8 +580,9 @@ impl Ledger {
 
     /// A page of the global event feed (`logbook events`): pass the page's
     /// `next_cursor` as `after` to go on; `session` and `type` filter (a
-    /// string or a list).
-    #[pyo3(signature = (*, after=None, session=None, r#type=None, limit=None))]
+    /// string or a list); `from_now=True` starts after the newest event
+    /// (`events --from-now`: an empty page whose cursor a follower keeps).
+    #[pyo3(signature = (*, after=None, session=None, r#type=None, limit=None, from_now=false))]
     fn feed(
         &self,
         py: Python<'_>,
@@ -589,12 +590,14 @@ impl Ledger {
         session: Option<&Bound<'_, PyAny>>,
         r#type: Option<&Bound<'_, PyAny>>,
         limit: Option<i64>,
+        from_now: bool,
     ) -> PyResult<Py<PyAny>> {
         let q = FeedQuery {
             after,
             sessions: strings(py, "session", session)?,
             types: strings(py, "type", r#type)?,
             limit,
+            from_now,
         };
         self.call(py, |l| l.feed(&q))
     }
@@ -659,8 +662,8 @@ impl Ledger {
     /// Purges ended sessions for good, leaving tombstones and a purge
     /// record (`logbook purge --yes`; README "Retention"). With
     /// `dry_run=True`, returns the plan and changes nothing.
-    #[pyo3(signature = (*, ended_before=None, app=None, status=None, keep_last=None, export=None,
-        dry_run=false))]
+    #[pyo3(signature = (*, ended_before=None, app=None, status=None, keep_last=None, session=None,
+        export=None, dry_run=false))]
     #[allow(clippy::too_many_arguments)]
     fn purge(
         &self,
@@ -669,6 +672,7 @@ impl Ledger {
         app: Option<String>,
         status: Option<&Bound<'_, PyAny>>,
         keep_last: Option<u64>,
+        session: Option<&Bound<'_, PyAny>>,
         export: Option<PathBuf>,
         dry_run: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -678,6 +682,7 @@ impl Ledger {
                 app,
                 statuses: statuses(py, status)?,
                 keep_last,
+                sessions: strings(py, "session", session)?,
             },
             export,
         };

@@ -34,6 +34,9 @@ pub struct PurgeArgs {
     /// Keep the newest N ended sessions of each app (by end time)
     #[arg(long, value_name = "N")]
     keep_last: Option<u64>,
+    /// Only this session (repeatable)
+    #[arg(long = "session", value_name = "ID")]
+    sessions: Vec<String>,
     /// Print what would go (counts, bytes, the first sessions; under --json
     /// every chosen id in `session_ids`) and change nothing
     #[arg(long)]
@@ -60,6 +63,7 @@ fn filter(a: &PurgeArgs) -> Result<PurgeFilter> {
         app: a.app.clone(),
         statuses: a.statuses.clone(),
         keep_last: a.keep_last,
+        sessions: a.sessions.clone(),
     })
 }
 

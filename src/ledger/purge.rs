@@ -73,6 +73,9 @@ pub struct PurgeFilter {
     pub app: Option<String>,
     /// Only these ended statuses (empty: completed, failed and cancelled).
     pub statuses: Vec<SessionStatus>,
+    /// Only these sessions (`ses_…` ids; empty: any). `purge --session`,
+    /// and a framework adapter removing one thread.
+    pub sessions: Vec<String>,
     /// Keep the newest N ended sessions of each app (by end time) among
     /// those the other filters choose.
     pub keep_last: Option<u64>,
@@ -131,17 +134,35 @@ impl PurgeFilter {
             && self.app.is_none()
             && self.statuses.is_empty()
             && self.keep_last.is_none()
+            && self.sessions.is_empty()
         {
             return Err(Error::invalid(
                 "filter",
-                "purge needs at least one of --ended-before, --app, --status, --keep-last",
+                "purge needs at least one of --ended-before, --app, --status, --keep-last, --session",
             ));
         }
         super::request::opt_name("app", &self.app)?;
+        for id in &self.sessions {
+            super::request::parse_session_id(id).map_err(|_| {
+                Error::invalid(
+                    "session",
+                    "expected `ses_` followed by 16 lowercase hex digits",
+                )
+            })?;
+        }
+        let sessions = if self.sessions.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&self.sessions)
+                    .map_err(|e| Error::internal(format!("cannot render session ids: {e}")))?,
+            )
+        };
         Ok(PurgeScan {
             statuses: self.status_flags()?,
             ended_before_ms: self.ended_before_ms.unwrap_or(i64::MAX),
             app: self.app.clone(),
+            sessions,
         })
     }
 
@@ -155,6 +176,8 @@ impl PurgeFilter {
             app: Option<String>,
             statuses: Vec<String>,
             keep_last: Option<u64>,
+            #[serde(default)]
+            sessions: Vec<String>,
         }
         let c: Canon = serde_json::from_str(text).ok()?;
         let statuses = c
@@ -167,6 +190,7 @@ impl PurgeFilter {
             app: c.app,
             statuses,
             keep_last: c.keep_last,
+            sessions: c.sessions,
         };
         f.scan().ok().map(|_| f)
     }
@@ -180,8 +204,14 @@ impl PurgeFilter {
             app: Option<&'a str>,
             statuses: Vec<&'static str>,
             keep_last: Option<u64>,
+            // Left out when empty: a filter without it records as before.
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            sessions: &'a [String],
         }
         let f = self.status_flags()?;
+        let mut sorted = self.sessions.clone();
+        sorted.sort();
+        sorted.dedup();
         let names = ["completed", "failed", "cancelled"];
         let statuses = if self.statuses.is_empty() {
             Vec::new()
@@ -198,6 +228,7 @@ impl PurgeFilter {
             app: self.app.as_deref(),
             statuses,
             keep_last: self.keep_last,
+            sessions: &sorted,
         })
         .map_err(|e| Error::internal(format!("cannot render a purge filter: {e}")))
     }

@@ -16,6 +16,8 @@ pub struct PurgeScan {
     pub ended_before_ms: i64,
     /// Only this app's sessions.
     pub app: Option<String>,
+    /// Only these sessions: a JSON array of ids (`None`: any).
+    pub sessions: Option<String>,
 }
 
 /// One session a purge may remove, with what its tombstone records.
@@ -160,11 +162,13 @@ const CANDIDATE_COLUMNS: &str = "s.session_id, s.insert_seq, s.title, s.status, 
         FROM runs r WHERE r.session_id = s.session_id)";
 
 /// The filter's WHERE over `s`: ?1 after this insert_seq, ?2–?4 the
-/// statuses chosen, ?5 ended before, ?6 the app (NULL: any).
+/// statuses chosen, ?5 ended before, ?6 the app (NULL: any), ?8 the
+/// sessions (a JSON array; NULL: any).
 const SCAN_WHERE: &str = "s.insert_seq > ?1 \
      AND ((s.status = 'completed' AND ?2) OR (s.status = 'failed' AND ?3) \
           OR (s.status = 'cancelled' AND ?4)) \
-     AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6)";
+     AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6) \
+     AND (?8 IS NULL OR s.session_id IN (SELECT value FROM json_each(?8)))";
 
 /// Up to ?7 candidates after insert_seq ?1, by insert_seq.
 fn candidates_sql() -> String {
@@ -183,7 +187,8 @@ const KEEP_LAST_CUTOFFS: &str = "SELECT app, ended_at_ms, insert_seq FROM \
       FROM sessions s WHERE s.insert_seq > ?1 \
       AND ((s.status = 'completed' AND ?2) OR (s.status = 'failed' AND ?3) \
            OR (s.status = 'cancelled' AND ?4)) \
-      AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6)) \
+      AND s.ended_at_ms < ?5 AND (?6 IS NULL OR s.app = ?6) \
+      AND (?8 IS NULL OR s.session_id IN (SELECT value FROM json_each(?8)))) \
      WHERE n = ?7";
 
 /// Every session with a live (pending, active, paused) descendant: the
@@ -295,7 +300,16 @@ pub fn candidates(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(&candidates_sql())?;
     let rows = stmt.query_map(
-        params![after, c, fl, ca, f.ended_before_ms, f.app, limit],
+        params![
+            after,
+            c,
+            fl,
+            ca,
+            f.ended_before_ms,
+            f.app,
+            limit,
+            f.sessions
+        ],
         map_candidate,
     )?;
     rows.collect()
@@ -309,13 +323,16 @@ pub fn keep_last_cutoffs(
 ) -> rusqlite::Result<Vec<(Option<String>, i64, i64)>> {
     let [c, fl, ca] = f.statuses;
     let mut stmt = conn.prepare_cached(KEEP_LAST_CUTOFFS)?;
-    let rows = stmt.query_map(params![0i64, c, fl, ca, f.ended_before_ms, f.app, n], |r| {
-        Ok((
-            r.get(0)?,
-            r.get::<_, Option<i64>>(1)?.unwrap_or(i64::MIN),
-            r.get(2)?,
-        ))
-    })?;
+    let rows = stmt.query_map(
+        params![0i64, c, fl, ca, f.ended_before_ms, f.app, n, f.sessions],
+        |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, Option<i64>>(1)?.unwrap_or(i64::MIN),
+                r.get(2)?,
+            ))
+        },
+    )?;
     rows.collect()
 }
 

@@ -545,3 +545,33 @@ fn moving_a_ledger_carries_its_purge_records_and_tombstones() {
     assert_eq!(strip(&a), strip(&b));
     fresh.json(&["verify"]).data();
 }
+
+#[test]
+fn purge_session_takes_the_named_sessions_and_no_other() {
+    let env = TestEnv::new();
+    let a = ended(&env, "a", None);
+    let b = ended(&env, "a", None);
+    let live = env.create("still working");
+    let p = purge(&env, &["--session", &a, "--session", &live]);
+    // The live one is never chosen, whatever names it.
+    assert_eq!(p["sessions"], 1, "{p}");
+    assert_eq!(
+        p["plan"]["filter"]["sessions"],
+        serde_json::json!([a.clone(), live.clone()]
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()),
+        "{p}"
+    );
+    assert_error(&env.json(&["session", "show", &a]), "SESSION_NOT_FOUND", 3);
+    env.json(&["session", "show", &b]).data();
+    env.json(&["session", "show", &live]).data();
+    let e = assert_error(
+        &env.json(&["purge", "--session", "nope", "--yes"]),
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(e["details"]["field"], "session", "{e}");
+}

@@ -34,7 +34,8 @@ const CANDIDATE_COLUMNS: &str = "s.session_id, s.insert_seq, s.title, s.status, 
 const SCAN_WHERE: &str = "s.insert_seq > $1 \
      AND ((s.status = 'completed' AND $2) OR (s.status = 'failed' AND $3) \
           OR (s.status = 'cancelled' AND $4)) \
-     AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6)";
+     AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6) \
+     AND ($8::text IS NULL OR s.session_id IN (SELECT json_array_elements_text($8::json)))";
 
 const KEEP_LAST_CUTOFFS: &str = "SELECT app, ended_at_ms, insert_seq FROM \
      (SELECT s.app, s.ended_at_ms, s.insert_seq, row_number() OVER \
@@ -42,7 +43,8 @@ const KEEP_LAST_CUTOFFS: &str = "SELECT app, ended_at_ms, insert_seq FROM \
       FROM sessions s WHERE s.insert_seq > $1 \
       AND ((s.status = 'completed' AND $2) OR (s.status = 'failed' AND $3) \
            OR (s.status = 'cancelled' AND $4)) \
-      AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6)) AS ranked \
+      AND s.ended_at_ms < $5 AND ($6::text IS NULL OR s.app = $6) \
+      AND ($8::text IS NULL OR s.session_id IN (SELECT json_array_elements_text($8::json)))) AS ranked \
      WHERE n = $7";
 
 const LIVE_ANCESTORS: &str = "WITH RECURSIVE up(id) AS ( \
@@ -137,6 +139,7 @@ pub fn candidates(
             (&f.ended_before_ms, Type::INT8),
             (&f.app, Type::TEXT),
             (&limit, Type::INT8),
+            (&f.sessions, Type::TEXT),
         ],
     )?
     .iter()
@@ -170,6 +173,7 @@ pub fn keep_last_cutoffs(
             (&f.ended_before_ms, Type::INT8),
             (&f.app, Type::TEXT),
             (&n, Type::INT8),
+            (&f.sessions, Type::TEXT),
         ],
     )?
     .iter()
