@@ -1,4 +1,4 @@
-//! `logbook doctor` and `logbook backup` (issue 3 §5).
+//! `logbook doctor` and `logbook backup` (docs/design.md, "Doctor and backup").
 
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;

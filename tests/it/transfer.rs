@@ -1,4 +1,4 @@
-//! Export and import (issue 3 §4): logbook's own JSON Lines round trip
+//! Export and import (docs/import-export.md): logbook's own JSON Lines round trip
 //! (byte-identical, private modes), selecting what to export, a byte order
 //! mark, and concurrent imports of one file; and the helpers the
 //! `transfer_*` modules share. The seeds' formats are in
