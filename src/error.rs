@@ -37,7 +37,7 @@ pub struct LatestEvent {
 
 /// Every error logbook reports. Variants map 1:1 onto [`ErrorCode`]s.
 ///
-/// Messages name the field and the rule, never the rejected value (docs/design.md, "CLI":
+/// Messages name the field and the rule, never the rejected value (docs/design.md, "Errors":
 /// a rejected value may hold a secret).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

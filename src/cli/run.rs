@@ -1,5 +1,5 @@
 //! `logbook run …`: one Args struct and one small function per verb
-//! (docs/design.md, "Runs"; docs/design.md, "Runs"). Run mutations print the whole run after the
+//! (docs/design.md, "Runs"). Run mutations print the whole run after the
 //! change as `data`.
 
 use super::budget::parse_int;

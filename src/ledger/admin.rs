@@ -258,7 +258,7 @@ impl Ledger {
             if user_version == history {
                 format!("version {user_version} (history {history}; this logbook's latest {latest})")
             } else {
-                // Issue 13 §9: the two records of the schema must agree.
+                // docs/design.md, "Database files": the two records of the schema must agree.
                 format!(
                     "user_version {user_version} and refinery_schema_history's newest version {history} disagree (this logbook's latest {latest}): another tool changed one of them"
                 )

@@ -100,7 +100,7 @@ pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 ///
 /// `Debug` shows `path` with any password taken out.
 ///
-/// Rule: docs/design.md, "Storage", §6 (library), §7 (backends).
+/// Rule: docs/design.md, "Storage", "Library" and "Backends".
 #[derive(Clone)]
 pub struct LedgerOptions {
     /// The database: a SQLite file's path, or a PostgreSQL server's

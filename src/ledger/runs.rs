@@ -1,7 +1,7 @@
 //! Runs (docs/design.md, "Runs"; the AgentSessionManager's `Run` and
 //! `SessionManager` run functions).
 //!
-//! Seed → library: `Run.new` / `SessionManager.start_run` →
+//! Run model → library: `Run.new` / `SessionManager.start_run` →
 //! [`Ledger::create_run`]; `Run.update_status(run, :running)` →
 //! [`Ledger::start_run`]; `Run.update_token_usage` →
 //! [`Ledger::record_run_usage`]; `Run.increment_turn` →

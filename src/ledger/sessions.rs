@@ -18,7 +18,7 @@ use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
 
-/// A `create` request. Rule: docs/design.md, "Model", §5 (`session create`).
+/// A `create` request. Rule: docs/design.md, "Model" and "CLI".
 #[derive(Debug, Clone, Default)]
 pub struct CreateSession {
     /// 1–200 characters, one line.

@@ -1,4 +1,4 @@
-//! The run tools (docs/design.md, "MCP", "where runs have landed, run tools"): one
+//! The run tools (docs/design.md, "MCP"): one
 //! [`ToolSpec`] per `logbook run …` verb, listed in [`super::tools::TOOLS`].
 //!
 //! Inputs mirror the CLI's flags (`run` → `run_id`, `session` →

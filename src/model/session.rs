@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 /// A session's lifecycle status (docs/design.md, "Model": the state machine).
 ///
-/// Seed names map as: Amber `created` = `Pending`, `planning`/`executing` =
+/// Amber's names map as: Amber `created` = `Pending`, `planning`/`executing` =
 /// `Active` (the phase goes in `stage`), `aborted` = `Cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]

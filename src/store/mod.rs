@@ -184,7 +184,7 @@ pub struct BudgetLimits {
     pub exceeded_at_ms: Option<i64>,
 }
 
-/// A position in the global feed (docs/design.md, "Backends"): a follower at `p` has seen
+/// A position in the global feed (docs/design.md, "Feed"): a follower at `p` has seen
 /// every event at or before it, in the feed's order `(tx, event_id)`.
 ///
 /// On SQLite one writer commits at a time, so event ids become visible in

@@ -1,4 +1,4 @@
-//! The Amber session folder : `<uuid>/manifest.json`,
+//! The Amber session folder: `<uuid>/manifest.json`,
 //! `timeline.jsonl`, `checkpoints/<checkpointId>.json`. Import only.
 //!
 //! Mapping (documented in `docs/import-export.md`): new id

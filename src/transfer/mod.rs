@@ -1,6 +1,6 @@
 //! Export and import formats (docs/import-export.md): logbook's own JSON Lines, the
-//! Phelix data folder  and the Amber `.amber/sessions` tree
-//! . See `docs/import-export.md` for the formats and mappings.
+//! Phelix data folder and the Amber `.amber/sessions` tree.
+//! See `docs/import-export.md` for the formats and mappings.
 //!
 //! This module parses, validates and redacts input into the store's
 //! [`SessionRows`](crate::store::transfer::SessionRows) and renders
@@ -47,9 +47,9 @@ pub const IMPORT_BATCH_SESSIONS: usize = 256;
 pub enum ImportFormat {
     /// logbook's own JSON Lines export (one session per line).
     Jsonl,
-    /// A Phelix data folder: `sessions/<ses_id>.json` .
+    /// A Phelix data folder: `sessions/<ses_id>.json`.
     Phelix,
-    /// An Amber tree: `.amber/sessions/<uuid>/…` .
+    /// An Amber tree: `.amber/sessions/<uuid>/…`.
     Amber,
 }
 

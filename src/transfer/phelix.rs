@@ -1,4 +1,4 @@
-//! The Phelix session file : `sessions/<ses_id>.json`, one session
+//! The Phelix session file: `sessions/<ses_id>.json`, one session
 //! with its events inline. Export renders logbook's session in that schema;
 //! import maps it back (see `docs/import-export.md` for what each field
 //! becomes).

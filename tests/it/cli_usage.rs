@@ -173,7 +173,7 @@ fn empty_free_text_is_refused_and_negative_looking_values_are_values() {
     );
 }
 
-/// Issue 13 §8: a title (or step) that is only whitespace names nothing and
+/// docs/design.md, "Model": a title (or step) that is only whitespace names nothing and
 /// is refused like an empty one, on create and on fork; nothing is written.
 #[test]
 fn blank_titles_and_steps_are_refused() {

@@ -63,11 +63,12 @@ fn scanned_files() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The outside citation a line holds, if any: `issue <digits>`,
-/// `SPEC §`, `Spec: §`, `Amber seed` or `Phelix seed`.
+/// The outside citation a line holds, if any: `issue <digits>` (in any
+/// case), `SPEC §`, `Spec: §`, `Amber seed` or `Phelix seed`.
 fn outside_citation(line: &str) -> Option<&'static str> {
-    for (i, _) in line.match_indices("issue ") {
-        let rest = &line[i + "issue ".len()..];
+    let lower = line.to_ascii_lowercase();
+    for (i, _) in lower.match_indices("issue ") {
+        let rest = &lower[i + "issue ".len()..];
         if rest.starts_with(|c: char| c.is_ascii_digit()) {
             return Some("issue <number>");
         }
@@ -128,7 +129,7 @@ fn every_design_citation_names_an_existing_heading() {
     }
     assert!(
         cited > 50,
-        "src cites docs/design.md ({cited} citations found)"
+        "the repository cites docs/design.md ({cited} citations found)"
     );
     assert!(
         bad.is_empty(),

@@ -327,7 +327,7 @@ pub fn is_current(client: &mut Client) -> Result<bool> {
 /// server cancelled the transaction (serialization failure, deadlock);
 /// INTERNAL: any other server error (its SQLSTATE and message).
 ///
-/// Rule: docs/design.md, "Backends", docs/design.md, "Backends".
+/// Rule: docs/design.md, "Backends" (schema changes under a lock).
 pub fn migrate(client: &mut Client) -> Result<()> {
     if check(&probe(client)?)? {
         return Ok(());
