@@ -1,4 +1,4 @@
-//! The PostgreSQL benchmark behind BENCHMARKS.md, "PostgreSQL (issue 15)".
+//! The PostgreSQL benchmark behind BENCHMARKS.md, "PostgreSQL".
 //!
 //! Run: `bash .ci/pg cargo bench --bench pg` (a throwaway server; about 4
 //! minutes on 2 cores after the build). Without LOGBOOK_TEST_PG it prints one

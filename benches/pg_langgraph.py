@@ -1,4 +1,4 @@
-"""LangGraph's Postgres checkpointer beside logbook (benches/pg.rs, issue 15).
+"""LangGraph's Postgres checkpointer beside logbook (benches/pg.rs).
 
 Run by `cargo bench --bench pg` from a venv it creates (langgraph-checkpoint-postgres,
 psycopg[binary]); not meant to be run by hand. The server URL comes from the

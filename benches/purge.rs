@@ -1,4 +1,4 @@
-//! The retention benchmark behind BENCHMARKS.md, "Retention (issue 16)".
+//! The retention benchmark behind BENCHMARKS.md, "Retention".
 //!
 //! Run: `cargo bench --bench purge` (SQLite; ≈ 3 minutes on 2 cores after
 //! the build). `LOGBOOK_BENCH_SESSIONS` (default `25000,100000`) lists the

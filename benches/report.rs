@@ -979,7 +979,7 @@ fn measure(args: &[&str]) -> (f64, f64) {
     (it.next().unwrap(), it.next().unwrap())
 }
 
-/// An Amber tree of `n` sessions × `events` timeline lines (seed 001).
+/// An Amber tree of `n` sessions × `events` timeline lines.
 fn amber_tree(root: &Path, n: usize, events: usize) {
     for i in 0..n {
         let uuid = format!("00000000-0000-4000-8000-{i:012x}");

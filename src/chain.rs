@@ -1,4 +1,4 @@
-//! The per-session hash chain over events (issue 3 §2; schema V2).
+//! The per-session hash chain over events (docs/design.md, "Hash chain"; schema V2).
 //!
 //! Each event stores `prev_hash` (the previous event's `hash`, or
 //! [`GENESIS`] — 32 zero bytes — for seq 0) and
@@ -56,7 +56,7 @@ fn put_text(h: &mut Sha256, v: Option<&[u8]>) {
         None => h.update([0u8]),
         Some(b) => {
             h.update([2u8]);
-            // Text columns are capped far below 4 GiB (SPEC §2); saturate
+            // Text columns are capped far below 4 GiB (docs/design.md, "Model"); saturate
             // rather than wrap if a raw row were ever that large.
             let len = u32::try_from(b.len()).unwrap_or(u32::MAX);
             h.update(len.to_be_bytes());

@@ -1,4 +1,4 @@
-//! The one JSON envelope of logbook's answers (SPEC §3, §5): what the CLI
+//! The one JSON envelope of logbook's answers (docs/design.md, "Errors" and "CLI"): what the CLI
 //! prints under `--json` and what an MCP tool result carries. Rendering
 //! only; the CLI (`src/cli/output.rs`, `src/cli/exit.rs`) and the MCP
 //! server ([`crate::mcp`]) both build their output from [`Envelope`].
@@ -13,7 +13,7 @@
 //!   the rev the first attempt left, `null` when it was not recorded, and
 //!   the seq of the event it wrote). A first attempt has no `replayed`.
 //! - Failure: `{"ok":false,"error":{"code":…,"message":…,"retryable":…,"details":{…}}}`
-//!   ([`ErrorBody`]): the SPEC §3 code, a lowercase message that never
+//!   ([`ErrorBody`]): the stable code (docs/errors.md), a lowercase message that never
 //!   echoes a rejected value, the code's retryable flag, and the details
 //!   object of [`Details`] (keys in alphabetical order).
 //!
@@ -38,7 +38,7 @@ use std::borrow::Cow;
 /// server's JSON-RPC errors.
 #[derive(Debug, Clone, Serialize)]
 pub struct ErrorBody<'a> {
-    /// The stable code (SPEC §3), serialized as its wire string, e.g.
+    /// The stable code (docs/design.md, "Errors"), serialized as its wire string, e.g.
     /// `"SESSION_NOT_FOUND"`.
     pub code: ErrorCode,
     /// A lowercase message naming the field and the rule, never the value.

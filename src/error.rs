@@ -1,4 +1,4 @@
-//! Errors: the stable code table of SPEC §3 and the one `Error` enum.
+//! Errors: the stable code table (docs/errors.md) and the one `Error` enum.
 //!
 //! Every failure the library can report is an [`Error`] variant; each variant
 //! maps to exactly one [`ErrorCode`], and each code to a wire string, a process
@@ -37,7 +37,7 @@ pub struct LatestEvent {
 
 /// Every error logbook reports. Variants map 1:1 onto [`ErrorCode`]s.
 ///
-/// Messages name the field and the rule, never the rejected value (SPEC §5:
+/// Messages name the field and the rule, never the rejected value (docs/design.md, "Errors":
 /// a rejected value may hold a secret).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -56,7 +56,7 @@ pub enum Error {
         /// The id asked for (always a well-formed `ses_` id).
         id: String,
     },
-    /// SESSION_NOT_FOUND for a session that a purge removed (SPEC §8): its
+    /// SESSION_NOT_FOUND for a session that a purge removed (docs/design.md, "Retention"): its
     /// tombstone names the purge and when.
     #[error("session {id} was purged (purge {purge_id}); its tombstone remains")]
     SessionPurged {
@@ -86,7 +86,7 @@ pub enum Error {
         latest_event: Option<LatestEvent>,
     },
     /// LEASE_HELD: a live owner other than the caller holds the session's
-    /// lease (issue 4 §6).
+    /// lease (docs/design.md, "Leases").
     #[error("session {id} is leased by pid {pid} on {hostname} until {}; present its --lease token, or wait until it is released or expires", crate::clock::format_ms(*expires_at_ms))]
     LeaseHeld {
         /// The session.
@@ -104,8 +104,8 @@ pub enum Error {
         /// The busy timeout in force, in ms.
         timeout_ms: u64,
     },
-    /// STORE_UNAVAILABLE: the PostgreSQL server cannot be reached (SPEC
-    /// §7): refused, timed out, shutting down or restarting.
+    /// STORE_UNAVAILABLE: the PostgreSQL server cannot be reached
+    /// (docs/design.md, "Backends"): refused, timed out, shutting down or restarting.
     #[error("cannot reach the PostgreSQL server {location}: {reason}")]
     Unavailable {
         /// The server's location without its password
@@ -115,7 +115,7 @@ pub enum Error {
         reason: String,
     },
     /// STORE_UNAVAILABLE: the connection was lost after COMMIT was sent
-    /// (SPEC §7), so whether the write was applied is unknown. Retrying
+    /// (docs/design.md, "Backends"), so whether the write was applied is unknown. Retrying
     /// with the same idempotency key is safe: it either replays the
     /// applied write or applies it once.
     #[error("the connection to the PostgreSQL server {location} was lost after COMMIT was sent: the write may or may not have been applied; retry it with the same idempotency key")]
@@ -281,7 +281,7 @@ pub enum Error {
         report: Box<serde_json::Value>,
     },
     /// RUN_INVALID_TRANSITION for `run start`: the session already has a
-    /// running run (at most one per session, SPEC §2 Run).
+    /// running run (at most one per session, docs/design.md, "Runs").
     #[error(
         "cannot start run {id}: session {session_id} already has running run {running_run_id}"
     )]
@@ -296,7 +296,7 @@ pub enum Error {
     /// STORE_IO found by logbook's own checks of the database's files, with
     /// what to do: the file was replaced or removed under an open handle,
     /// or it lies where this open cannot use it (read-only storage), or its
-    /// WAL cannot be read there (issue 13).
+    /// WAL cannot be read there (docs/design.md, "Database files").
     #[error("{path}: {reason}")]
     StoreFile {
         /// The database path.

@@ -1,4 +1,4 @@
-//! Stopping long operations cleanly (issue 13 §13).
+//! Stopping long operations cleanly (docs/design.md, "Interruption").
 //!
 //! An [`Interrupt`] is a flag that an entry point triggers when a signal
 //! arrives (the CLI does on SIGINT and SIGTERM) and that the library's long

@@ -1,4 +1,4 @@
-//! The secret redactor (SPEC §4).
+//! The secret redactor (docs/design.md, "Redaction").
 //!
 //! Every free-text value and every string inside a JSON value passes through
 //! [`redact`] before it is persisted. Each rule replaces the secret part of a

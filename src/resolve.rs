@@ -1,4 +1,4 @@
-//! Reference resolution (issue 4 §7; the Phelix seed's `resolved` block).
+//! Reference resolution (docs/design.md, "Resolution"; Phelix's `resolved` block).
 //!
 //! `show` reports, for each id a session references, whether it is
 //! `present`, `missing`, `unavailable` (its resolver failed or timed out) or
@@ -58,7 +58,7 @@ pub const ID_PLACEHOLDER: &str = "{id}";
 /// group or others.
 pub const UNTRUSTED_MODE_BITS: u32 = 0o022;
 
-/// How a reference resolved (SPEC §5 `show`).
+/// How a reference resolved (`show`; docs/design.md, "Resolution").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResolvedState {
@@ -66,7 +66,7 @@ pub enum ResolvedState {
     Present,
     /// It does not exist.
     Missing,
-    /// A session that a purge removed: its tombstone remains (SPEC §8).
+    /// A session that a purge removed: its tombstone remains (docs/design.md, "Retention").
     Purged,
     /// The resolver failed, could not start, or timed out.
     Unavailable,

@@ -1,4 +1,4 @@
-//! Input caps and character rules (SPEC §2, §3).
+//! Input caps and character rules (docs/design.md, "Model" and "Errors").
 //!
 //! Lengths are counted in Unicode scalar values; JSON caps in bytes of the
 //! compact serialization. Over-cap input is rejected, never truncated, and no
@@ -114,7 +114,7 @@ pub fn name(field: &str, value: &str) -> Result<()> {
 }
 
 /// Checks a title (of a session, a fork, a run …): 1–200 characters, one
-/// line, and not only whitespace (SPEC §2: a title is required, and a blank
+/// line, and not only whitespace (docs/design.md, "Model": a title is required, and a blank
 /// one names nothing).
 ///
 /// # Errors

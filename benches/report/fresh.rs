@@ -1,5 +1,5 @@
 //! A fresh process's first checkpoints, and the longest wait for a WAL
-//! checkpoint (issue 13 §17).
+//! checkpoint (docs/design.md, "WAL checkpoints").
 //!
 //! Both databases hold 10,000 sessions and were closed (so the last close
 //! checkpointed and removed the WAL, as after any CLI command): a new

@@ -1,4 +1,4 @@
-//! `logbook session budget …` and `logbook session usage …` (issue 4 §5).
+//! `logbook session budget …` and `logbook session usage …` (docs/design.md, "Budgets").
 
 use super::output::Printer;
 use super::session::MutationArgs;

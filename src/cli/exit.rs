@@ -1,6 +1,6 @@
 //! The one place errors are rendered and turned into exit codes.
 //!
-//! `--json`: the SPEC §3 failure envelope ([`logbook::Envelope`]) on stdout.
+//! `--json`: the failure envelope (docs/design.md, "CLI") ([`logbook::Envelope`]) on stdout.
 //! Otherwise `error[CODE]: message` on stderr, `caused by:` lines, then
 //! hints. clap's usage errors are re-worded here so that no rejected value
 //! is ever echoed (it may hold a secret): messages name the flag and the

@@ -1,4 +1,4 @@
-//! `logbook gate open|approve|reject|list` (issue 4 §4).
+//! `logbook gate open|approve|reject|list` (docs/design.md, "Gates").
 
 use super::output::Printer;
 use super::render::{preview, table};

@@ -1,4 +1,4 @@
-//! `logbook mcp serve`: the MCP server over stdio (issue 5 §4). The server
+//! `logbook mcp serve`: the MCP server over stdio (docs/design.md, "MCP"). The server
 //! itself is the library's `logbook::mcp`; this only builds its options
 //! and reports a database that cannot be opened on stderr.
 
@@ -22,7 +22,7 @@ pub enum McpCommand {
     /// recorded with actor `mcp`; session cancel, --if-rev and gate
     /// approve/reject stay CLI-only (an agent must not decide its own gate).
     /// stdout carries only MCP messages; diagnostics go to stderr. A tool
-    /// error carries the SPEC §3 code; a line that is not JSON (or holds an
+    /// error carries its stable error code; a line that is not JSON (or holds an
     /// unpaired surrogate, or nests too deep) gets a JSON-RPC error (-32700,
     /// or -32602 with its id) and changes nothing. If the database
     /// cannot be opened at start, the reason is printed on stderr and each

@@ -1,7 +1,7 @@
 //! Output routing: the `--json` envelope or human text on stdout; errors per
 //! `exit.rs`. A closed stdout (broken pipe) ends the command quietly.
 //!
-//! The envelope (SPEC §5) is the library's [`logbook::Envelope`], printed
+//! The envelope (docs/design.md, "CLI") is the library's [`logbook::Envelope`], printed
 //! compact on one line: success `{"ok":true,"data":…}` (with `"replayed"`
 //! after `data` for an idempotent replay); failure
 //! `{"ok":false,"error":{"code":…,"message":…,"retryable":…,"details":{…}}}`.
@@ -28,7 +28,7 @@ impl Printer {
     }
 
     /// Prints a mutation's result: as [`Printer::success`], and for an
-    /// idempotent replay the envelope's `replayed` member (SPEC §5) or, as
+    /// idempotent replay the envelope's `replayed` member (docs/design.md, "CLI") or, as
     /// text, one line saying so after the value.
     pub fn written<T: Serialize>(&self, w: &Written<T>, human: impl FnOnce(&T) -> String) {
         self.print(&Envelope::written(w), || {

@@ -1,5 +1,5 @@
 //! `logbook purge`: parsing, the confirmation prompt, the progress bar and
-//! rendering; the purge itself is `Ledger::purge` (SPEC §8).
+//! rendering; the purge itself is `Ledger::purge` (docs/design.md, "Retention").
 
 use super::output::{write_stderr, Printer};
 use super::{open, open_interruptible, render, GlobalArgs};

@@ -1,5 +1,5 @@
 //! `logbook run …`: one Args struct and one small function per verb
-//! (issue 4 §1; SPEC §2 Run). Run mutations print the whole run after the
+//! (docs/design.md, "Runs"). Run mutations print the whole run after the
 //! change as `data`.
 
 use super::budget::parse_int;

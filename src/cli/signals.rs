@@ -1,5 +1,5 @@
 //! SIGINT and SIGTERM during the long commands (`export`, `import`,
-//! `backup`; issue 13 §13).
+//! `backup`; docs/design.md, "Interruption").
 //!
 //! [`install`] blocks both signals in the main thread (and so in every
 //! thread started after it) and starts one thread that waits for them with

@@ -1,5 +1,5 @@
-//! `logbook session checkpoints|restore|fork|tree|lock|unlock` (issue 4
-//! §2, §3, §6): one Args struct and one small function per verb.
+//! `logbook session checkpoints|restore|fork|tree|lock|unlock` (docs/design.md, "Hierarchies",
+//! "Snapshots" and "Leases"): one Args struct and one small function per verb.
 
 use super::output::Printer;
 use super::render::{clean, preview, table};

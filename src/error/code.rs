@@ -1,4 +1,4 @@
-//! The stable code table of SPEC §3: each [`ErrorCode`]'s wire string,
+//! The stable code table (docs/errors.md): each [`ErrorCode`]'s wire string,
 //! process exit code, retryable flag and description ([`CodeInfo`]),
 //! given by one exhaustive `match` ([`ErrorCode::info`]) — a new code does
 //! not compile until it has its row. `docs/errors.md` is rendered from this
@@ -7,7 +7,7 @@
 use serde::Serialize;
 use std::fmt;
 
-/// A stable error code (SPEC §3).
+/// A stable error code (docs/design.md, "Errors").
 ///
 /// The wire string is the SCREAMING_SNAKE name. Codes are only ever appended;
 /// none is renamed or reused.
@@ -83,7 +83,7 @@ pub struct CodeInfo {
 }
 
 impl ErrorCode {
-    /// Every code, in declaration order (the order of SPEC §3's table as it
+    /// Every code, in declaration order (the order of the table in docs/errors.md as it
     /// grew; codes are only appended).
     pub const ALL: [ErrorCode; 20] = [
         Self::InvalidArgument,
@@ -108,7 +108,7 @@ impl ErrorCode {
         Self::StoreUnavailable,
     ];
 
-    /// The whole code table of SPEC §3, in declaration order: each code of
+    /// The whole code table (docs/errors.md), in declaration order: each code of
     /// [`ErrorCode::ALL`] with its [`ErrorCode::info`].
     pub const TABLE: &'static [(ErrorCode, CodeInfo)] = &Self::ROWS;
 
@@ -254,7 +254,7 @@ impl ErrorCode {
         self.info().wire
     }
 
-    /// The CLI exit code (SPEC §3).
+    /// The CLI exit code (docs/design.md, "Errors").
     pub const fn exit_code(self) -> u8 {
         self.info().exit
     }

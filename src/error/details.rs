@@ -1,4 +1,4 @@
-//! Each error's `details` object (SPEC §3, §5): one `#[derive(Serialize)]`
+//! Each error's `details` object (docs/design.md, "Errors" and "CLI"): one `#[derive(Serialize)]`
 //! struct per variant shape, never `json!`.
 //!
 //! # Key order

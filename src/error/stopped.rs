@@ -1,4 +1,4 @@
-//! Operations that stop part-way (issue 13 §13, §14): the signal names of
+//! Operations that stop part-way (docs/design.md, "Interruption"): the signal names of
 //! [`Error::Interrupted`], and the message, root cause and exit code of an
 //! [`Error::Incomplete`].
 
@@ -38,7 +38,7 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error: its code's (SPEC §3), except
+    /// The process exit code for this error: its code's (docs/design.md, "Errors"), except
     /// that an interruption exits 128 + the signal's number, as a shell
     /// reports a process a signal ended (130 for SIGINT, 143 for SIGTERM).
     pub fn exit_code(&self) -> u8 {

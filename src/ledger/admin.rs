@@ -1,4 +1,4 @@
-//! `doctor` and `backup` (issue 3 §5).
+//! `doctor` and `backup` (docs/design.md, "Doctor and backup").
 
 use super::Ledger;
 use crate::error::{Error, ErrorCode, Result};
@@ -258,7 +258,7 @@ impl Ledger {
             if user_version == history {
                 format!("version {user_version} (history {history}; this logbook's latest {latest})")
             } else {
-                // Issue 13 §9: the two records of the schema must agree.
+                // docs/design.md, "Database files": the two records of the schema must agree.
                 format!(
                     "user_version {user_version} and refinery_schema_history's newest version {history} disagree (this logbook's latest {latest}): another tool changed one of them"
                 )
@@ -572,7 +572,7 @@ impl Ledger {
     }
 }
 
-/// The `free_pages` check (always passes; SPEC §8): the free pages in the
+/// The `free_pages` check (always passes; docs/design.md, "Retention"): the free pages in the
 /// file and whether `purge` can give them back (`auto_vacuum`).
 fn free_pages((mode, free, page_size): (i64, i64, i64)) -> DoctorCheck {
     let detail = match mode {

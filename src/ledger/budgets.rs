@@ -1,4 +1,4 @@
-//! Session usage and budgets (issue 4 §5; the Amber seed's budget tracker:
+//! Session usage and budgets (docs/design.md, "Budgets"; Amber's budget tracker:
 //! `trackUsage`, `checkBudget`, `resetBudget`, `budget.onExceed`).
 //!
 //! "Tokens" means input + output tokens. A budget counts the session's
@@ -307,7 +307,7 @@ struct BudgetData {
 }
 
 impl Ledger {
-    /// Adds usage to a live session (`session usage`; the seed's
+    /// Adds usage to a live session (`session usage`; Amber's
     /// `trackUsage`): one `usage_recorded` event with the amounts added
     /// (`{input_tokens, output_tokens, api_calls, duration_ms}`), rev + 1.
     /// If this write takes the budget over a limit, `budget_exceeded` and
@@ -382,7 +382,7 @@ impl Ledger {
     }
 
     /// The session's budget and where usage stands against it (`session
-    /// budget ID --check`; the seed's `checkBudget` → `{exceeded,
+    /// budget ID --check`; Amber's `checkBudget` → `{exceeded,
     /// remaining}`). A session without a budget reports null limits and
     /// `exceeded: false`. Read-only.
     ///
@@ -493,7 +493,7 @@ impl Ledger {
     }
 
     /// Resets a live session's budget (`session budget ID --reset`; the
-    /// seed's `resetBudget`): the budget counts usage from now on (its
+    /// Amber's `resetBudget`): the budget counts usage from now on (its
     /// base moves to the session's current usage; the session's usage sums
     /// stay, they are history) and the exceeded mark clears, so the next
     /// crossing appends `budget_exceeded` again. Event `budget_reset` with

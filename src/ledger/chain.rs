@@ -1,4 +1,4 @@
-//! `verify`: recompute every session's hash chain (issue 3 §2).
+//! `verify`: recompute every session's hash chain (docs/design.md, "Hash chain").
 
 use super::request::parse_session_id;
 use super::Ledger;
@@ -21,7 +21,7 @@ pub struct VerifyReport {
     /// (the hash of its newest event). Record a head elsewhere to anchor the
     /// chain: it is what makes a wholesale rewrite evident too.
     pub heads: Vec<ChainHead>,
-    /// Sessions a purge removed (SPEC §8): with no ids, every tombstone
+    /// Sessions a purge removed (docs/design.md, "Retention"): with no ids, every tombstone
     /// whose session is gone; with ids, those of the ids. Purged, not
     /// missing: their tombstones keep their event count and head hash.
     pub purged: u64,

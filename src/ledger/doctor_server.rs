@@ -1,4 +1,4 @@
-//! `doctor` on a PostgreSQL server (SPEC §7): what a server database can
+//! `doctor` on a PostgreSQL server (docs/design.md, "Backends"): what a server database can
 //! have wrong that logbook can see — its schema version, a trigger missing
 //! or switched off (`ALTER TABLE … DISABLE TRIGGER` turns off invariants
 //! and foreign keys), a broken hash chain — and its sizes. Integrity of the

@@ -1,5 +1,5 @@
 //! The global event feed across sessions, and following it as it grows
-//! (issue 3 §1).
+//! (docs/design.md, "Feed").
 //!
 //! Order and exactly-once: `event_id` is the events table's rowid, given to
 //! each event inside its `BEGIN IMMEDIATE` write transaction as the current

@@ -1,4 +1,4 @@
-//! Gates (issue 4 §4; the Amber seed's gate handler): open, approve,
+//! Gates (docs/design.md, "Gates"; Amber's gate handler): open, approve,
 //! reject, list.
 //!
 //! - `auto`: approved at once; one `gate_approved` event; the session stays
@@ -13,7 +13,7 @@
 //!   reason, which is also the `end_reason`).
 //!
 //! Every change of the session's status leaves the event of that status,
-//! last, in the same transaction (issue 13 §7), so a feed reader that
+//! last, in the same transaction (docs/design.md, "Event order"), so a feed reader that
 //! follows statuses by event type sees every one; rev goes up by 1.
 //! - deciding a decided gate: GATE_ALREADY_DECIDED.
 //!
@@ -113,7 +113,7 @@ impl Ledger {
     /// SESSION_CONFLICT; GATE_PENDING (the name's previous round is still
     /// pending); LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
     ///
-    /// Spec: issue 4 §4.
+    /// Rule: docs/design.md, "Gates".
     pub fn open_gate(
         &self,
         id: &str,
@@ -155,7 +155,7 @@ impl Ledger {
             |_| Ok(()),
             |w, ()| {
                 // A blocking gate pauses the session: the kernel then
-                // records `paused` after `gate_opened` (issue 13 §7).
+                // records `paused` after `gate_opened` (docs/design.md, "Event order").
                 w.update(SessionChange {
                     status,
                     ..SessionChange::default()
@@ -203,7 +203,7 @@ impl Ledger {
     /// session is not paused, e.g. terminal); SESSION_CONFLICT; LEASE_HELD /
     /// LEASE_NOT_FOUND; STORE_BUSY.
     ///
-    /// Spec: issue 4 §4.
+    /// Rule: docs/design.md, "Gates".
     pub fn approve_gate(
         &self,
         id: &str,

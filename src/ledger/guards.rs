@@ -1,5 +1,5 @@
 //! The rules a mutation must pass before it changes anything, beside the
-//! state machine: leases (issue 4 §6) and gates (issue 4 §4). The write
+//! state machine: leases (docs/design.md, "Leases") and gates (docs/design.md, "Gates"). The write
 //! kernel (`super::write`) runs them before the verb's UPDATE.
 //!
 //! **Leases.** A lease is **live** while it has not expired and, when its
@@ -11,7 +11,7 @@
 //!   or LEASE_HELD when another live owner holds it);
 //! - without one: refused with LEASE_HELD while a live lease exists — a
 //!   held lease blocks every writer that does not present its token, as
-//!   the Amber seed's lock "prevents concurrent modifications" — and
+//!   Amber's lock "prevents concurrent modifications" — and
 //!   applies when there is no lease or only a dead one.
 //!
 //! **Gates.** `resume` is refused with GATE_PENDING while a gate of the

@@ -1,4 +1,4 @@
-//! Import (issue 3 §4): the `Ledger` methods behind `logbook import`.
+//! Import (docs/import-export.md): the `Ledger` methods behind `logbook import`.
 //!
 //! Import streams its input: it reads and parses a batch (at most
 //! [`IMPORT_BATCH_SESSIONS`] sessions or 4 MiB of them) with no lock held,
@@ -6,7 +6,7 @@
 //! queue), one SAVEPOINT per session: a session is written whole or not at
 //! all, and the lock is never held while waiting for input. A signal is
 //! acted on between batches; an import that stops part-way reports what the
-//! committed batches did (issue 13 §13, §14). Formats and mappings:
+//! committed batches did (docs/design.md, "Interruption"). Formats and mappings:
 //! `docs/import-export.md`.
 
 use super::Ledger;

@@ -1,5 +1,5 @@
-//! Leases: the Amber seed's session lock, as a row in `session_leases`
-//! (issue 4 §6).
+//! Leases: Amber's session lock, as a row in `session_leases`
+//! (docs/design.md, "Leases").
 //!
 //! A lease is `{token, pid, hostname, expires_at_ms}`. The token is a
 //! bearer credential: `lease_` + 64 lowercase hex (32 random bytes), printed
@@ -16,7 +16,7 @@
 //!   or LEASE_HELD when another live owner holds it);
 //! - without a token: refused with LEASE_HELD while a live lease exists —
 //!   a held lease blocks every writer that does not present its token, as
-//!   the seed's lock "prevents concurrent modifications" — and applies
+//!   Amber's lock "prevents concurrent modifications" — and applies
 //!   when there is no lease or only a dead one.
 
 use super::guards::{dead_reason, held, token_sha256};
@@ -199,7 +199,7 @@ impl Ledger {
     /// (a live owner holds it; retryable); LEASE_NOT_FOUND (`m.lease` names
     /// no current lease); STORE_BUSY.
     ///
-    /// Spec: issue 4 §6; Amber seed, "Session Lock".
+    /// Rule: docs/design.md, "Leases"; Amber's session lock.
     pub fn lock(&self, id: &str, req: &LockRequest, m: &Mutation) -> Result<Lease> {
         parse_session_id(id)?;
         validate_key(m)?;
@@ -250,7 +250,7 @@ impl Ledger {
     /// (another live owner holds it); LEASE_NOT_FOUND (no lease with that
     /// token); STORE_BUSY.
     ///
-    /// Spec: issue 4 §6.
+    /// Rule: docs/design.md, "Leases".
     pub fn unlock(&self, id: &str, token: &str, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_token("token", token)?;

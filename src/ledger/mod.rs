@@ -3,7 +3,7 @@
 //! A `Ledger` owns one [`Store`]: every mutation is one write transaction
 //! of it, every multi-row read one read transaction; between calls it holds
 //! no transaction. Several handles in several processes may use one
-//! database at once (SPEC §6). Nothing here names a driver: SQL, its
+//! database at once (docs/design.md, "Library"). Nothing here names a driver: SQL, its
 //! parameters and the storage engine's own terms live in `store/`.
 
 mod admin;
@@ -100,12 +100,12 @@ pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 ///
 /// `Debug` shows `path` with any password taken out.
 ///
-/// Spec: §1 (storage), §6 (library), §7 (backends).
+/// Rule: docs/design.md, "Storage", "Library" and "Backends".
 #[derive(Clone)]
 pub struct LedgerOptions {
     /// The database: a SQLite file's path, or a PostgreSQL server's
-    /// `postgres://` / `postgresql://` URL (SPEC §7). `None` resolves it as
-    /// SPEC §1 says: `$LOGBOOK_DB`, else `$XDG_DATA_HOME/logbook/logbook.db`,
+    /// `postgres://` / `postgresql://` URL (docs/design.md, "Backends"). `None` resolves it
+    /// as docs/design.md, "Storage", says: `$LOGBOOK_DB`, else `$XDG_DATA_HOME/logbook/logbook.db`,
     /// else `$HOME/.local/share/logbook/logbook.db`.
     pub path: Option<PathBuf>,
     /// How long a write waits for the lock before STORE_BUSY, in ms.
@@ -127,7 +127,7 @@ pub struct LedgerOptions {
     pub page_cache_kib: u32,
     /// Polled by the long operations (export, import, backup) between two
     /// sessions or batches: once triggered they stop there with
-    /// INTERRUPTED (issue 13 §13). Default: never triggered.
+    /// INTERRUPTED (docs/design.md, "Interruption"). Default: never triggered.
     pub interrupt: crate::interrupt::Interrupt,
 }
 
@@ -217,7 +217,7 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// Resolves the database path (SPEC §1): `explicit`, else `$LOGBOOK_DB`, else
+/// Resolves the database path (docs/design.md, "Storage"): `explicit`, else `$LOGBOOK_DB`, else
 /// `$XDG_DATA_HOME/logbook/logbook.db`, else
 /// `$HOME/.local/share/logbook/logbook.db`.
 ///
@@ -406,7 +406,7 @@ impl Ledger {
     }
 
     /// SESSION_NOT_FOUND for a session a purge removed says so
-    /// ([`Error::SessionPurged`], SPEC §8); any other error is as it is.
+    /// ([`Error::SessionPurged`], docs/design.md, "Retention"); any other error is as it is.
     fn purged_or(&self, e: Error) -> Error {
         let Error::SessionNotFound { id } = &e else {
             return e;

@@ -1,5 +1,5 @@
-//! `purge`: removing whole ended sessions, recorded and bounded (SPEC §8,
-//! issue 16).
+//! `purge`: removing whole ended sessions, recorded and bounded
+//! (docs/design.md, "Retention").
 //!
 //! A purge runs in three steps. The plan reads the sessions the filter
 //! chooses (ended, of the statuses given, ended before a time, of one app,
@@ -62,7 +62,7 @@ pub const VACUUM_STEP_PAGES: u32 = 1_000;
 /// Candidates read per page while planning.
 const PLAN_PAGE: usize = 1_000;
 
-/// Which sessions to purge (SPEC §8). At least one of the filters must be
+/// Which sessions to purge (docs/design.md, "Retention"). At least one of the filters must be
 /// given; live sessions (pending, active, paused) and sessions with a live
 /// descendant are never chosen, whatever the filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -356,7 +356,7 @@ fn count(n: i64) -> u64 {
 
 impl Ledger {
     /// What a purge with `filter` would remove, changing nothing (`purge
-    /// --dry-run`; SPEC §8). The plan's `session_ids` holds every chosen
+    /// --dry-run`; docs/design.md, "Retention"). The plan's `session_ids` holds every chosen
     /// session's id, so its memory grows with them: about 60 bytes a
     /// session (60 MB for a million).
     ///
@@ -436,7 +436,7 @@ impl Ledger {
         Ok((plan, rules))
     }
 
-    /// Purges the sessions `req.filter` chooses (SPEC §8): the export first
+    /// Purges the sessions `req.filter` chooses (docs/design.md, "Retention"): the export first
     /// when asked, then batches of short write transactions, each writing
     /// tombstones and deleting their sessions' rows; then, on SQLite, the
     /// freed pages go back to the file system when the file allows it.

@@ -1,4 +1,4 @@
-//! `logbook sql` (issue 5 §2): read-only SQL for operators.
+//! `logbook sql` (docs/design.md, "Operator access"): read-only SQL for operators.
 
 use super::Ledger;
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! What every request to the ledger shares: the mutation options, and
 //! the checks, redaction and idempotency digests the verbs of every module
-//! apply to their input before anything touches the store (SPEC §3–§5).
+//! apply to their input before anything touches the store (docs/design.md, "Errors", "Redaction" and "CLI").
 
 use crate::error::{Error, Result};
 use crate::model::SessionId;
@@ -22,7 +22,7 @@ pub struct Mutation {
     /// The session's lease token (`lease_` + 64 hex, from
     /// [`Ledger::lock`]): apply only while that lease is held. Without it,
     /// a mutation of a session whose lease a live owner holds is refused
-    /// with LEASE_HELD (issue 4 §6; see `ledger::leases`).
+    /// with LEASE_HELD (docs/design.md, "Leases"; see `ledger::leases`).
     pub lease: Option<String>,
 }
 

@@ -1,7 +1,7 @@
-//! Runs (issue 4 §1; SPEC §2 Run; the AgentSessionManager seed's `Run` and
+//! Runs (docs/design.md, "Runs"; the AgentSessionManager's `Run` and
 //! `SessionManager` run functions).
 //!
-//! Seed → library: `Run.new` / `SessionManager.start_run` →
+//! Run model → library: `Run.new` / `SessionManager.start_run` →
 //! [`Ledger::create_run`]; `Run.update_status(run, :running)` →
 //! [`Ledger::start_run`]; `Run.update_token_usage` →
 //! [`Ledger::record_run_usage`]; `Run.increment_turn` →
@@ -11,8 +11,8 @@
 //! `list_runs(…, status:)`, `get_active_run` → [`Ledger::get_run`],
 //! [`Ledger::list_runs`], [`Ledger::active_run`]; `Run.to_map` /
 //! `from_map` → [`Run::to_json`] / [`Run::from_json`]. logbook records runs;
-//! it never executes them (SPEC: it "never executes, decides or authorizes
-//! anything"), so there is no `execute_run`: the agent starts, reports on
+//! it never executes them (docs/design.md, "Scope": it never executes, decides or
+//! authorizes anything), so there is no `execute_run`: the agent starts, reports on
 //! and ends its run.
 //!
 //! Every run transition is also a session mutation: in ONE `BEGIN
@@ -39,7 +39,7 @@ use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
 
-/// Largest run input or output: 4 MiB of compact JSON (SPEC §2 Run).
+/// Largest run input or output: 4 MiB of compact JSON (docs/design.md, "Runs").
 pub const RUN_JSON_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Longest run error code: 128 characters.
@@ -140,7 +140,7 @@ fn read_run(tx: &mut dyn Tx, id: &str) -> Result<Run> {
 
 impl Ledger {
     /// Creates a pending run in a live session (`run create SESSION`; the
-    /// seed's `Run.new` / `SessionManager.start_run`): event `run_created`
+    /// the run model's `Run.new` / `SessionManager.start_run`): event `run_created`
     /// carrying the new `run_id`, session rev + 1. Returns the run.
     ///
     /// # Errors
@@ -223,7 +223,7 @@ impl Ledger {
     }
 
     /// Adds token usage to a running run and, in the same transaction, to
-    /// its session's usage (`run usage RUN`; the seed's
+    /// its session's usage (`run usage RUN`; the run model's
     /// `update_token_usage`, which accumulates): event `run_usage` with the
     /// amounts added. A budget crossed by it applies its policy (see
     /// `ledger::budgets`).
@@ -253,7 +253,7 @@ impl Ledger {
         self.run_transition(run_id, RunVerb::Usage, Args::Usage(add), m)
     }
 
-    /// Counts one more turn of a running run (`run turn RUN`; the seed's
+    /// Counts one more turn of a running run (`run turn RUN`; the run model's
     /// `increment_turn`): event `run_turn` with the new `turn_count`.
     ///
     /// # Errors
@@ -263,7 +263,7 @@ impl Ledger {
     }
 
     /// running → completed with an optional output (a JSON object ≤ 4 MiB,
-    /// redacted; the seed's `set_output`): event `run_completed`; sets
+    /// redacted; the run model's `set_output`): event `run_completed`; sets
     /// `ended_at_ms`.
     ///
     /// # Errors
@@ -279,7 +279,7 @@ impl Ledger {
     }
 
     /// pending | running → failed with an error `{code, message}` (the
-    /// seed's `set_error`): event `run_failed` with the message as `detail`
+    /// the run model's `set_error`): event `run_failed` with the message as `detail`
     /// and `{"code": …}` as data. `code`: 1–128 characters, one line;
     /// `message`: 1–4096 characters; both redacted.
     ///
@@ -295,7 +295,7 @@ impl Ledger {
         self.run_transition(run_id, RunVerb::Fail, args, m)
     }
 
-    /// pending | running → cancelled (the seed's `cancel_run`): event
+    /// pending | running → cancelled (the run model's `cancel_run`): event
     /// `run_cancelled`.
     ///
     /// # Errors
@@ -312,7 +312,7 @@ impl Ledger {
         self.run_transition(run_id, RunVerb::Timeout, Args::None, m)
     }
 
-    /// One run (`run show RUN`; the seed's `SessionStore.get_run`).
+    /// One run (`run show RUN`; the run model's `SessionStore.get_run`).
     ///
     /// # Errors
     /// INVALID_ARGUMENT (malformed id), RUN_NOT_FOUND.
@@ -327,7 +327,7 @@ impl Ledger {
     }
 
     /// A session's runs in creation order, only those in `statuses` when it
-    /// is not empty (`run list SESSION [--status S]...`; the seed's
+    /// is not empty (`run list SESSION [--status S]...`; the run model's
     /// `list_runs(store, id, status: …)`).
     ///
     /// # Errors
@@ -350,7 +350,7 @@ impl Ledger {
     }
 
     /// The session's running run, or `None` (`run active SESSION`; the
-    /// seed's `get_active_run`).
+    /// the run model's `get_active_run`).
     ///
     /// # Errors
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.

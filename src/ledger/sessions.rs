@@ -1,7 +1,7 @@
 //! Session verbs: create, the status transitions, checkpoint, an agent's
 //! own events. Every mutation of an existing session runs the write kernel
 //! (`super::write`); this module adds each verb's rules: its validation,
-//! its UPDATE's change and its event. Spec: §1, §2, §5.
+//! its UPDATE's change and its event. Rule: docs/design.md, "Storage", "Model" and "CLI".
 
 use super::request::{
     check_json, digest, key_digest, opt_name, parse_session_id, redacted_json_text, validate_key,
@@ -18,7 +18,7 @@ use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
 
-/// A `create` request. Spec: §2 (Session), §5 (`session create`).
+/// A `create` request. Rule: docs/design.md, "Model" and "CLI".
 #[derive(Debug, Clone, Default)]
 pub struct CreateSession {
     /// 1–200 characters, one line.
@@ -71,7 +71,7 @@ pub struct CheckpointRequest {
     /// Deployment ids to link.
     pub deployment_ids: Vec<String>,
     /// A snapshot to store with the checkpoint: a JSON object, at most
-    /// 256 KiB compact (issue 4 §3; `restore` and `fork` read it back).
+    /// 256 KiB compact (docs/design.md, "Snapshots"; `restore` and `fork` read it back).
     pub state: Option<Value>,
 }
 
@@ -111,7 +111,7 @@ impl Ledger {
     /// with other arguments); SESSION_NOT_FOUND (the parent does not exist);
     /// STORE_BUSY; STORE_IO.
     ///
-    /// Spec: §2, §5 `session create`.
+    /// Rule: docs/design.md, "Model" and "CLI".
     pub fn create_session(&self, req: CreateSession) -> Result<Written<Session>> {
         v::title("title", &req.title)?;
         if let Some(g) = &req.goal {

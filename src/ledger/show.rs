@@ -1,6 +1,6 @@
 //! Session reads: `get`, `show` (session + events + resolved references,
 //! one snapshot), one session's events by seq, and `list` with its keyset
-//! cursor. Spec: §5 (`session show`, `session events`, `session list`).
+//! cursor. Rule: docs/design.md, "CLI".
 
 use super::request::{opt_name, parse_session_id};
 use super::Ledger;
@@ -32,14 +32,14 @@ pub struct SessionView {
     pub events: Vec<Event>,
     /// Each referenced id and its state.
     pub resolved: Vec<Resolved>,
-    /// Direct children by status (issue 4 §2).
+    /// Direct children by status (docs/design.md, "Hierarchies").
     pub children: super::tree::ChildCounts,
-    /// Direct children that purges removed, by purge (SPEC §8); not in
+    /// Direct children that purges removed, by purge (docs/design.md, "Retention"); not in
     /// `children`.
     pub purged_children: super::tree::PurgedChildren,
-    /// The pending gate a live session waits on, or null (issue 4 §4).
+    /// The pending gate a live session waits on, or null (docs/design.md, "Gates").
     pub blocking_gate: Option<crate::model::Gate>,
-    /// The session's lease without its token, or null (issue 4 §6).
+    /// The session's lease without its token, or null (docs/design.md, "Leases").
     pub lease: Option<super::leases::LeaseInfo>,
 }
 
@@ -61,7 +61,7 @@ pub struct EventPage {
     pub next_after_seq: Option<i64>,
 }
 
-/// A `list` request. Spec: §5 (`session list`).
+/// A `list` request. Rule: docs/design.md, "CLI".
 #[derive(Debug, Clone, Default)]
 pub struct ListSessions {
     /// Any of these statuses.

@@ -1,4 +1,4 @@
-//! Checkpoint snapshots, restore and fork (issue 4 §3; the Amber seed's
+//! Checkpoint snapshots, restore and fork (docs/design.md, "Snapshots"; Amber's
 //! checkpoint manager and "session forking (branch from checkpoint)").
 //!
 //! `session checkpoint … --state JSON` stores the (redacted) JSON object in
@@ -212,7 +212,7 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     ///
-    /// Spec: issue 4 §3.
+    /// Rule: docs/design.md, "Snapshots".
     pub fn list_snapshots(&self, id: &str) -> Result<SnapshotList> {
         parse_session_id(id)?;
         self.read(|tx| {
@@ -240,7 +240,7 @@ impl Ledger {
     /// terminal); SESSION_CONFLICT; LEASE_HELD / LEASE_NOT_FOUND;
     /// STORE_BUSY.
     ///
-    /// Spec: issue 4 §3.
+    /// Rule: docs/design.md, "Snapshots".
     pub fn restore(&self, id: &str, seq: i64, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;
@@ -304,7 +304,7 @@ impl Ledger {
     /// INVALID_ARGUMENT; SESSION_NOT_FOUND; CHECKPOINT_NOT_FOUND;
     /// SESSION_CONFLICT; LEASE_HELD / LEASE_NOT_FOUND; STORE_BUSY.
     ///
-    /// Spec: issue 4 §3.
+    /// Rule: docs/design.md, "Snapshots".
     pub fn fork(&self, id: &str, req: &ForkRequest, m: &Mutation) -> Result<Written<Session>> {
         parse_session_id(id)?;
         validate_key(m)?;

@@ -1,4 +1,4 @@
-//! Stages (issue 3 §3; the Amber seed's `stage_*` events).
+//! Stages (docs/design.md, "Stages"; Amber's `stage_*` events).
 
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
 use super::write::{read_back, Op};

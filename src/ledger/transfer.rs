@@ -1,4 +1,4 @@
-//! Export (issue 3 §4): the `Ledger` methods behind `logbook export`.
+//! Export (docs/import-export.md): the `Ledger` methods behind `logbook export`.
 //! Import is in `ledger::import`.
 //!
 //! Export reads in one snapshot and streams session by session. Each file
@@ -358,7 +358,7 @@ impl Ledger {
     }
 
     /// Writes the chosen sessions (all when `ids` is empty) as a Phelix data
-    /// folder: `dir/sessions/<session_id>.json`, each in the Phelix seed's
+    /// folder: `dir/sessions/<session_id>.json`, each in Phelix's
     /// schema, compact and deterministic. Files are 0600; folders created
     /// here 0700. Each file is written whole (temp file, then rename), so a
     /// stopped export leaves whole files only.

@@ -1,4 +1,4 @@
-//! Hierarchies (issue 4 §2): `session tree` and the child counts, blocking
+//! Hierarchies (docs/design.md, "Hierarchies"): `session tree` and the child counts, blocking
 //! gate and lease that `show` adds.
 
 use super::gates::pending_gate;
@@ -34,7 +34,7 @@ pub struct ChildCounts {
     pub cancelled: i64,
 }
 
-/// A session's direct children that purges removed (SPEC §8): their
+/// A session's direct children that purges removed (docs/design.md, "Retention"): their
 /// tombstones name it as parent. `show`'s `purged_children`, and each
 /// `session tree` node's. A child counts under the purge that removed it
 /// last, and not at all once a session of its id exists again (imported
@@ -122,7 +122,7 @@ pub struct SessionTree {
     /// the first were returned.
     pub truncated: bool,
     /// The root's parent, when it has one and a purge removed it: its id
-    /// and purge (SPEC §8); null otherwise.
+    /// and purge (docs/design.md, "Retention"); null otherwise.
     pub parent_purged: Option<PurgedParent>,
 }
 
@@ -193,7 +193,7 @@ impl Ledger {
     /// # Errors
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     ///
-    /// Spec: issue 4 §2.
+    /// Rule: docs/design.md, "Hierarchies".
     pub fn session_tree(&self, id: &str) -> Result<SessionTree> {
         parse_session_id(id)?;
         self.read(|tx| {

@@ -1,6 +1,6 @@
 //! `verify --export FILE`: each session of an export file, its chain
 //! recomputed from the file, against what this ledger knows of it: a
-//! tombstone that must agree (SPEC §8), the live session, or nothing
+//! tombstone that must agree (docs/design.md, "Retention"), the live session, or nothing
 //! (README.md, "Retention: purging old sessions"; docs/import-export.md,
 //! "Checking an export against the tombstones").
 

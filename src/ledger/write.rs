@@ -1,5 +1,5 @@
 //! The write kernel: the one pipeline every mutation of an existing session
-//! runs (SPEC §1, §5), whatever module its verb lives in.
+//! runs (docs/design.md, "Storage" and "CLI"), whatever module its verb lives in.
 //!
 //! In ONE write transaction:
 //! 1. **replay**: a retry with the same idempotency key and request digest
@@ -18,7 +18,7 @@
 //!    event(s) with their chain link ([`Write::event`]: the first carries
 //!    the idempotency key), and its other rows;
 //! 6. the **status rule**: a change of the session's status that the body
-//!    did not record leaves the event of that status, last (issue 13 §7);
+//!    did not record leaves the event of that status, last (docs/design.md, "Event order");
 //! 7. COMMIT, and the value the body returned.
 //!
 //! Verbs differ only in their rules (data and small closures), never in
@@ -432,7 +432,7 @@ impl Ledger {
     /// on the vanishingly rare collision of 64 random bits), its data and
     /// tags — and its `created` event (seq 0). The creation time is `now`,
     /// but never below the newest session's `created_at_ms`, however far
-    /// the clock stepped back (issue 13 §15: created order is insertion
+    /// the clock stepped back (docs/design.md, "Clock": created order is insertion
     /// order, as event times never go below their session's previous
     /// event). Returns the new id.
     ///

@@ -1,5 +1,5 @@
 //! What a mutation returns: the value after the call, and whether the call
-//! was an idempotent replay (SPEC §5).
+//! was an idempotent replay (docs/design.md, "CLI").
 //!
 //! A retry with the same idempotency key applies nothing again. It still
 //! answers with the value as it stands now, and says that it was a replay
@@ -13,7 +13,7 @@ use std::ops::Deref;
 
 /// What the first attempt of a replayed call produced.
 ///
-/// Spec: §5 (`--idempotency-key`).
+/// Rule: docs/design.md, "CLI".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Replayed {
     /// The session's rev the first attempt left. `None` (JSON `null`) for a

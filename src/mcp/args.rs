@@ -4,7 +4,7 @@
 //! One [`Field`] list per tool is the single source of both the advertised
 //! `inputSchema` and the checks a call's `arguments` pass, so the two cannot
 //! drift. A check failure is INVALID_ARGUMENT naming the field and the rule;
-//! no rejected value is ever repeated (it may hold a secret, SPEC §5).
+//! no rejected value is ever repeated (it may hold a secret, docs/design.md, "Errors").
 //! Business rules (caps, characters, ids) stay in the library.
 
 use crate::error::{Error, Result};

@@ -1,5 +1,5 @@
 //! `logbook mcp serve`: the Model Context Protocol adapter over [`Ledger`]
-//! (issue 5 §4; Phelix seed, "MCP tools"), built on the official Rust SDK
+//! (docs/design.md, "MCP"; as in Phelix's format), built on the official Rust SDK
 //! (`rmcp`).
 //!
 //! It holds no SQL and no rules: each tool checks the JSON type of its
@@ -28,7 +28,7 @@
 //!   `{"run"}`).
 //! - Failure: `isError: true`, a text block and `structuredContent` holding
 //!   `{"code","message","retryable","details"}` — the CLI envelope's `error`
-//!   (SPEC §3 codes). Messages never echo a rejected value.
+//!   (the codes of docs/errors.md). Messages never echo a rejected value.
 //! - A number in the arguments that would not be stored exactly (an
 //!   integer outside 64 bits, a decimal finer than a 64-bit float) is
 //!   INVALID_ARGUMENT naming the argument, found on the request's text as
@@ -51,7 +51,7 @@
 //! # Retries
 //!
 //! A mutation given an `idempotency_key` applies once however often it is
-//! sent (SPEC §5). Without one, a `tools/call` whose JSON-RPC request id was
+//! sent (docs/design.md, "CLI"). Without one, a `tools/call` whose JSON-RPC request id was
 //! already answered in this connection (MCP forbids reusing an id, so a
 //! repeat is a client's retry) returns the first reply again and applies
 //! nothing (CASES C28 (c)); the same id with other arguments is
@@ -97,7 +97,7 @@ use tools::{Reply, ToolSpec};
 /// answer a repeated `tools/call` without applying it again: 1024.
 pub const REPLAY_CAPACITY: usize = 1024;
 
-/// A tool error's body: the CLI envelope's `error` (SPEC §3, §5),
+/// A tool error's body: the CLI envelope's `error` (docs/design.md, "Errors" and "CLI"),
 /// `{"code","message","retryable","details"}` — the library's one
 /// [`ErrorBody`](crate::envelope::ErrorBody).
 pub type ToolError<'a> = crate::envelope::ErrorBody<'a>;
@@ -341,7 +341,7 @@ fn tool(spec: &ToolSpec) -> Tool {
 /// Success: the data as text and as `structuredContent`; for an idempotent
 /// replay also `_meta.replayed` and a second text block
 /// `{"replayed":{"rev":R,"seq":S}}`, so that a model reading only the text
-/// learns it too (SPEC §5). Failure: `isError: true`, the error body as
+/// learns it too (docs/design.md, "CLI"). Failure: `isError: true`, the error body as
 /// text and as `structuredContent`.
 fn tool_result(envelope: &Envelope<'_, RawValue>) -> CallToolResult {
     match envelope {

@@ -1,4 +1,4 @@
-//! Exact numbers in MCP arguments (issue 13 §6).
+//! Exact numbers in MCP arguments (docs/design.md, "Exact numbers").
 //!
 //! rmcp parses each JSON-RPC message into serde_json values, where an
 //! integer beyond 64 bits or a decimal with more precision than a 64-bit

@@ -1,4 +1,4 @@
-//! The tools an agent records the rest of its work with (issue 13 item 11):
+//! The tools an agent records the rest of its work with (docs/design.md, "MCP"):
 //! one session's events in seq order, stages, session usage, its own `x.`
 //! events, start (of a pending session), pause and resume, and opening a
 //! gate. One [`ToolSpec`] per

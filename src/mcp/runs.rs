@@ -1,4 +1,4 @@
-//! The run tools (issue 5 §4, "where runs have landed, run tools"): one
+//! The run tools (docs/design.md, "MCP"): one
 //! [`ToolSpec`] per `logbook run …` verb, listed in [`super::tools::TOOLS`].
 //!
 //! Inputs mirror the CLI's flags (`run` → `run_id`, `session` →
@@ -10,7 +10,7 @@
 //! (the CLI prints the array) and `run_active` returns `{"run": …}` (the
 //! CLI prints the run or `null`).
 //! Every mutation takes an `idempotency_key`; none takes `if_rev` or an
-//! actor (the actor is `mcp`). Errors are the library's SPEC §3 codes:
+//! actor (the actor is `mcp`). Errors are the library's codes (docs/errors.md):
 //! RUN_NOT_FOUND, RUN_INVALID_TRANSITION, SESSION_NOT_FOUND,
 //! SESSION_INVALID_TRANSITION (terminal session), INVALID_ARGUMENT (an
 //! amount outside 0..=2^53−1, a malformed id, caps), LEASE_HELD,

@@ -6,8 +6,8 @@
 //! event, start, pause, resume and gate-open tools in [`super::record`], and all
 //! are listed here. Inputs mirror the CLI's flags;
 //! the output is the JSON the CLI prints under `--json` in `data`
-//! (SPEC §5): a mutation returns the whole session after the change.
-//! Session cancel and `--if-rev` are CLI-only (Phelix seed, "MCP tools"),
+//! (docs/design.md, "CLI"): a mutation returns the whole session after the change.
+//! Session cancel and `--if-rev` are CLI-only (as in Phelix's format),
 //! and so are gate approve and reject: an agent must not decide its own
 //! gate.
 
@@ -246,7 +246,7 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
 }
 
 /// A tool's successful result: the `data` JSON, and for an idempotent
-/// replay what the first attempt did (SPEC §5), which the result carries as
+/// replay what the first attempt did (docs/design.md, "CLI"), which the result carries as
 /// `_meta.replayed` and as a second text block `{"replayed":{…}}`.
 #[derive(Debug, Clone)]
 pub struct Reply {

@@ -1,4 +1,4 @@
-//! The line layer between stdio and rmcp's transport (issue 13 item 10).
+//! The line layer between stdio and rmcp's transport (docs/design.md, "MCP").
 //!
 //! rmcp's stdio transport drops, without a reply, every line that
 //! `serde_json` refuses as syntax: text that is not JSON, a string with an

@@ -1,4 +1,4 @@
-//! Timeline events (SPEC §2, Event).
+//! Timeline events (docs/design.md, "Model").
 
 use super::session::ActorType;
 use serde::Serialize;
@@ -32,7 +32,7 @@ pub struct Event {
     pub run_id: Option<String>,
 }
 
-/// The event types logbook itself emits (SPEC §2): the core verbs' and
+/// The event types logbook itself emits (docs/design.md, "Model"): the core verbs' and
 /// those of stages, gates, snapshots, leases, runs, usage and budgets.
 ///
 /// Every type a verb writes is one of these, so a match over them (the
@@ -56,7 +56,7 @@ pub enum EventType {
     Failed,
     /// The session was cancelled.
     Cancelled,
-    /// A stage began (Amber seed).
+    /// A stage began (as in Amber's format).
     StageStarted,
     /// A stage finished.
     StageCompleted,

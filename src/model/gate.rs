@@ -1,4 +1,4 @@
-//! Gates: recorded decisions on a session (issue 4 §4; the Amber seed's
+//! Gates: recorded decisions on a session (docs/design.md, "Gates"; Amber's
 //! gate handler). A gate records a decision; it authorizes nothing.
 
 use serde::Serialize;

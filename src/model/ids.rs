@@ -1,4 +1,4 @@
-//! Id newtypes: `ses_` + 16 lowercase hex digits (SPEC §2).
+//! Id newtypes: `ses_` + 16 lowercase hex digits (docs/design.md, "Model").
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 /// A session id: `ses_` followed by 16 lowercase hex digits (8 random bytes).
 ///
-/// Spec: §2 (Session).
+/// Rule: docs/design.md, "Model".
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);

@@ -1,5 +1,5 @@
-//! Runs: one execution inside a session (SPEC §2 Run; the
-//! AgentSessionManager seed's `Run`), and session budgets (the Amber seed).
+//! Runs: one execution inside a session (docs/design.md, "Runs"; the
+//! AgentSessionManager's `Run`), and session budgets (Amber's).
 //!
 //! Plain data only: the transition table lives here, the SQL in
 //! `store::runs`, the behaviour in `ledger::runs`.
@@ -19,7 +19,7 @@ pub const COUNT_MAX: i64 = (1 << 53) - 1;
 
 /// A run id: `run_` followed by 16 lowercase hex digits (8 random bytes).
 ///
-/// Spec: §2 (Run).
+/// Rule: docs/design.md, "Runs".
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RunId(String);
@@ -70,7 +70,7 @@ impl fmt::Display for RunId {
     }
 }
 
-/// A run's status (SPEC §2 Run; the seed's run state machine).
+/// A run's status (docs/design.md, "Runs"; the run model's state machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
@@ -140,22 +140,22 @@ impl fmt::Display for RunStatus {
 
 /// A verb on an existing run, with its transition rule.
 ///
-/// Spec: §2 (Run): pending → running → completed | failed | cancelled |
+/// Rule: docs/design.md, "Runs": pending → running → completed | failed | cancelled |
 /// timeout. A pending run may also be cancelled, failed or timed out (it
 /// never started); usage and turns are recorded on a running run only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunVerb {
-    /// pending → running (the seed's `update_status(run, :running)`).
+    /// pending → running (the run model's `update_status(run, :running)`).
     Start,
-    /// running → running, adding token usage (the seed's `update_token_usage`).
+    /// running → running, adding token usage (the run model's `update_token_usage`).
     Usage,
-    /// running → running, turn_count + 1 (the seed's `increment_turn`).
+    /// running → running, turn_count + 1 (the run model's `increment_turn`).
     Turn,
-    /// running → completed with an output (the seed's `set_output`).
+    /// running → completed with an output (the run model's `set_output`).
     Complete,
-    /// pending | running → failed with an error (the seed's `set_error`).
+    /// pending | running → failed with an error (the run model's `set_error`).
     Fail,
-    /// pending | running → cancelled (the seed's `cancel_run`).
+    /// pending | running → cancelled (the run model's `cancel_run`).
     Cancel,
     /// pending | running → timeout.
     Timeout,
@@ -227,7 +227,7 @@ impl RunVerb {
     }
 }
 
-/// A run's error: `{code, message}` (the seed's `set_error`).
+/// A run's error: `{code, message}` (the run model's `set_error`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunError {
     /// A short machine-readable code, e.g. `provider_timeout` (1–128
@@ -248,7 +248,7 @@ pub struct RunUsage {
     pub api_calls: i64,
 }
 
-/// One run, as `run show` prints it and `Run.to_map` gives it in the seed.
+/// One run, as `run show` prints it and `Run.to_map` gives it in the run model.
 ///
 /// Serializes in the field order below (the fixed JSON key order).
 /// Round-trips through JSON: [`Run::from_json`] reads what `Serialize` writes.
@@ -283,7 +283,7 @@ pub struct Run {
     pub ended_at_ms: Option<i64>,
 }
 
-/// The owned, deserializable form of a [`Run`]'s JSON map (the seed's
+/// The owned, deserializable form of a [`Run`]'s JSON map (the run model's
 /// `Run.from_map`).
 #[derive(Debug, Clone, Deserialize)]
 struct RunMap {
@@ -316,7 +316,7 @@ struct RunUsageMap {
 }
 
 impl Run {
-    /// The run as a JSON map (the seed's `Run.to_map`): the same text `run
+    /// The run as a JSON map (the run model's `Run.to_map`): the same text `run
     /// show --json` prints as `data`.
     ///
     /// # Errors
@@ -325,7 +325,7 @@ impl Run {
         serde_json::to_string(self)
     }
 
-    /// Rebuilds a run from [`Run::to_json`]'s map (the seed's
+    /// Rebuilds a run from [`Run::to_json`]'s map (the run model's
     /// `Run.from_map`).
     ///
     /// # Errors
@@ -359,12 +359,12 @@ impl Run {
 }
 
 /// What a budget does when a write crosses one of its limits (the Amber
-/// seed's `budget.onExceed`).
+/// Amber's `budget.onExceed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnExceed {
     /// Pause the session (if it is active; a pending or paused one stays as
-    /// it is). The default, as in the seed.
+    /// it is). The default, as in Amber's budgets.
     Pause,
     /// Fail the session, with the end reason `budget exceeded: …`.
     Fail,

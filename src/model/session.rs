@@ -1,4 +1,4 @@
-//! The session record and its state machine (SPEC §2).
+//! The session record and its state machine (docs/design.md, "Model").
 
 use super::ids::SessionId;
 use serde::Serialize;
@@ -6,9 +6,9 @@ use serde_json::value::RawValue;
 use std::fmt;
 use std::str::FromStr;
 
-/// A session's lifecycle status (SPEC §2 state machine).
+/// A session's lifecycle status (docs/design.md, "Model": the state machine).
 ///
-/// Seed names map as: Amber `created` = `Pending`, `planning`/`executing` =
+/// Amber's names map as: Amber `created` = `Pending`, `planning`/`executing` =
 /// `Active` (the phase goes in `stage`), `aborted` = `Cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,7 +94,7 @@ pub enum Verb {
     /// Appends an agent's own `x.` event; any non-terminal status, unchanged.
     AppendEvent,
     /// Records a stage event (`stage_started` …) and sets `stage`; active
-    /// only, status unchanged (the Amber seed's stages).
+    /// only, status unchanged (Amber's stages).
     Stage,
     /// Opens an `auto` gate, approved at once: active → active.
     GateAuto,
@@ -275,7 +275,7 @@ impl FromStr for ActorType {
     }
 }
 
-/// Provenance of a session: `{type, id, authenticated}` (Phelix seed).
+/// Provenance of a session: `{type, id, authenticated}` (Phelix's format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Actor {
     /// Which entry point created the session.
@@ -313,7 +313,7 @@ pub struct Usage {
     pub duration_ms: i64,
 }
 
-/// A session as stored and returned (SPEC §2). Serializes in the field order
+/// A session as stored and returned (docs/design.md, "Model"). Serializes in the field order
 /// below, which is the fixed key order of the JSON output.
 #[derive(Debug, Clone, Serialize)]
 pub struct Session {

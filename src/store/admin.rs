@@ -13,7 +13,7 @@ pub fn integrity_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
 
 /// A violation that is not a session naming its purged parent: a purge
 /// removes a parent whose ended children remain, and they keep its id,
-/// which its tombstone holds (SPEC §8).
+/// which its tombstone holds (docs/design.md, "Retention").
 const NOT_PURGED_PARENT: &str = "NOT (fk.\"table\" = 'sessions' AND fk.parent = 'sessions' \
      AND EXISTS (SELECT 1 FROM sessions c JOIN tombstones t ON t.session_id = c.parent_session_id \
                  WHERE c.insert_seq = fk.rowid))";

@@ -1,4 +1,4 @@
-//! WAL checkpoints outside the callers' COMMITs (issue 13 §17), for
+//! WAL checkpoints outside the callers' COMMITs (docs/design.md, "WAL checkpoints"), for
 //! `synchronous=NORMAL`.
 //!
 //! SQLite's `wal_autocheckpoint` runs a checkpoint inside the COMMIT that

@@ -26,7 +26,7 @@ pub const SELECT_NEXT_EVENT: &str = "SELECT (SELECT coalesce(max(e.seq) + 1, 0) 
 ///
 /// The event_id is given, above every id ever handed out: the newest
 /// event's and every purged session's newest (`tombstones_by_event`), so
-/// an id is never reused after a purge removed the newest events (SPEC §8:
+/// an id is never reused after a purge removed the newest events (docs/design.md, "Retention":
 /// a follower's cursor stays exact). Both are one seek to an index's end.
 pub const INSERT_EVENT: &str = "INSERT INTO events (event_id, session_id, seq, type, at_ms, \
      actor_type, detail, data, run_id, prev_hash, hash) VALUES \

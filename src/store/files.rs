@@ -3,17 +3,17 @@
 //!
 //! - [`check_sqlite_name`]: a database (or backup) name SQLite would not
 //!   read as a plain file path (`file:` URIs, `:memory:`, the empty name)
-//!   is refused before anything is created (issue 13 §3).
+//!   is refused before anything is created (docs/design.md, "Database files").
 //! - [`FileId`]: the (device, inode) a handle opened, compared with what
 //!   the path names now, so a long-lived handle notices a file replaced
-//!   under it (issue 13 §2).
+//!   under it (docs/design.md, "Database files").
 //! - [`refuse_hard_links`]: a database file with more than one name
 //!   (hard links) is refused at open and before each transaction (attack
 //!   report #2): SQLite would keep one `-wal`/`-shm` per name.
 //! - [`DbFiles`]: the database and its `-wal`, `-shm`, `-lock` and
 //!   `-journal`, resolved through `..` and symlinks and identified by
 //!   (device, inode), so no command writes its output over one of them
-//!   (issue 13 §1).
+//!   (docs/design.md, "Database files").
 //!
 //! No SQL here; `open.rs` and the `Ledger` call these.
 
@@ -75,7 +75,7 @@ pub fn check_sqlite_name(path: &Path, field: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether a location that is not a server URL looks like one (SPEC §7):
+/// Whether a location that is not a server URL looks like one (docs/design.md, "Backends"):
 /// a scheme and `:/` (`pg://…`, `mysql://…`, `postgres:/…`), or
 /// `postgres` / `postgresql` followed by `:` or `//` (`postgres:`,
 /// `postgres//host/db`). Taken as a SQLite path, it would give exit 0 to

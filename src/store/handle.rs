@@ -19,7 +19,7 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
     /// A SQLite file's path, or a `postgres://` / `postgresql://` URL
-    /// (SPEC §7).
+    /// (docs/design.md, "Backends").
     pub path: PathBuf,
     /// How long a write waits for the lock (or retries a transient server
     /// error), in ms.
@@ -42,9 +42,9 @@ pub struct OpenOptions {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Store {
-    /// A SQLite file (SPEC §1): the embedded default.
+    /// A SQLite file (docs/design.md, "Storage"): the embedded default.
     Sqlite(SqliteStore),
-    /// A PostgreSQL database (SPEC §7).
+    /// A PostgreSQL database (docs/design.md, "Backends").
     Postgres(PgStore),
 }
 
@@ -153,7 +153,7 @@ impl Store {
         }
     }
 
-    /// [`Store::write`] for one batch of a purge (SPEC §8): on SQLite with
+    /// [`Store::write`] for one batch of a purge (docs/design.md, "Retention"): on SQLite with
     /// foreign-key enforcement off for the transaction
     /// ([`SqliteStore::write_purge`]); a server has no foreign key from a
     /// session to its parent (a trigger checks it at insert).

@@ -116,7 +116,7 @@ pub fn probe(conn: &Connection) -> rusqlite::Result<Probe> {
 /// # Errors
 /// STORE_CORRUPT for a SQLite file that is not logbook's; STORE_VERSION_TOO_NEW
 /// for a schema newer than [`latest_version`], by `user_version` or by
-/// refinery's history (issue 13 §9).
+/// refinery's history (docs/design.md, "Database files").
 pub fn check_probe(p: &Probe, path: &str) -> Result<(), Error> {
     let fresh = p.application_id == 0 && p.user_version == 0 && p.objects == 0;
     if !fresh && p.application_id != APPLICATION_ID {

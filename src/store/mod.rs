@@ -48,7 +48,7 @@ use rows::{
 };
 
 /// Which sessions a guarded UPDATE may change: those whose status is one of
-/// `from` and, with `rev`, whose rev is that (SPEC §1: the conditional
+/// `from` and, with `rev`, whose rev is that (docs/design.md, "Storage": the conditional
 /// UPDATE of every mutation).
 #[derive(Debug, Clone, Copy)]
 pub struct SessionGuard<'a> {
@@ -184,7 +184,7 @@ pub struct BudgetLimits {
     pub exceeded_at_ms: Option<i64>,
 }
 
-/// A position in the global feed (SPEC §7): a follower at `p` has seen
+/// A position in the global feed (docs/design.md, "Feed"): a follower at `p` has seen
 /// every event at or before it, in the feed's order `(tx, event_id)`.
 ///
 /// On SQLite one writer commits at a time, so event ids become visible in
@@ -478,7 +478,7 @@ pub trait Tx {
     /// Undoes the savepoint's rows.
     fn rollback_to_savepoint(&mut self) -> Result<()>;
 
-    // Retention (SPEC §8).
+    // Retention (docs/design.md, "Retention").
 
     /// Up to `limit` sessions the filter's SQL part chooses, after
     /// insert_seq `after`, by insert_seq.

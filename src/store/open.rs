@@ -1,4 +1,4 @@
-//! Opening a database: path resolution, file modes, pragmas, probes (SPEC §1).
+//! Opening a database: path resolution, file modes, pragmas, probes (docs/design.md, "Storage").
 //!
 //! [`open`] is the one opener, used by the library, tests and benches. Order:
 //! 1. create missing parent folders with mode 0700;
@@ -214,7 +214,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Connection> {
         Err(e) => return Err(e),
     };
     // A brand-new file gives freed pages back to the file system on
-    // request (`PRAGMA incremental_vacuum`, run by `purge`; SPEC §8). The
+    // request (`PRAGMA incremental_vacuum`, run by `purge`; docs/design.md, "Retention"). The
     // mode can only be chosen before the first table exists.
     if probe.user_version == 0 {
         let pages: i64 = conn

@@ -1,4 +1,4 @@
-//! SQL for retention (SPEC §8): choosing the sessions a purge removes,
+//! SQL for retention (docs/design.md, "Retention"): choosing the sessions a purge removes,
 //! purge records, tombstones, and deleting one purged session's rows.
 //! The row types are shared with the PostgreSQL store.
 

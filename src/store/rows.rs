@@ -66,7 +66,7 @@ pub struct NewEvent<'a> {
 }
 
 impl NewEvent<'_> {
-    /// The event's chain hash at `seq` and `at_ms` after `prev` (SPEC §4;
+    /// The event's chain hash at `seq` and `at_ms` after `prev` (docs/design.md, "Hash chain";
     /// [`chain::event_hash`]): what both backends store.
     pub fn hash(&self, prev: &[u8; 32], seq: i64, at_ms: i64) -> [u8; 32] {
         chain::event_hash(
@@ -166,7 +166,7 @@ pub struct EventRow {
 
 impl EventRow {
     /// The chain hash of this event of session `session_id` at `seq` after
-    /// `prev` (SPEC §4; [`chain::event_hash`]): what an import stores, and
+    /// `prev` (docs/design.md, "Hash chain"; [`chain::event_hash`]): what an import stores, and
     /// what it and `verify --export` check a file's hashes against.
     pub fn hash(&self, session_id: &str, seq: i64, prev: &[u8; 32]) -> [u8; 32] {
         chain::event_hash(

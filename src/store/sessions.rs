@@ -56,7 +56,7 @@ pub const SELECT_MAX_CREATED: &str = "SELECT max(created_at_ms) FROM sessions";
 /// The insert_seq is given, above every one handed out (the newest
 /// session's and every purged session's), so a session imported again
 /// after a purge is a new incarnation that the old tombstone does not
-/// cover (SPEC §8).
+/// cover (docs/design.md, "Retention").
 pub const INSERT_SESSION: &str = "INSERT INTO sessions (insert_seq, session_id, status, title, \
      app, agent_id, route, stage, parent_session_id, tags, actor_type, actor_id, \
      actor_authenticated, rev, checkpoint_seq, final_result, end_reason, input_tokens, \

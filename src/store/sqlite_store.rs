@@ -291,7 +291,7 @@ impl SqliteStore {
     /// [`SqliteStore::write`] with foreign-key enforcement off on this
     /// connection for the transaction: a purge deletes a parent whose
     /// (ended, frozen) children remain and keep naming it; the tombstone
-    /// and delete triggers still check every row (SPEC §8).
+    /// and delete triggers still check every row (docs/design.md, "Retention").
     ///
     /// # Errors
     /// As [`SqliteStore::write`].

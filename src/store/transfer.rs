@@ -1,4 +1,4 @@
-//! SQL for export and import (issue 3 §4): reading whole sessions with the
+//! SQL for export and import (docs/import-export.md): reading whole sessions with the
 //! columns a rebuild needs, and inserting an imported session with all its
 //! rows (session, data, tags, references, chained events, and the V3/V4
 //! rows: runs, budget, snapshots, gates) as given. Leases are never

@@ -1,6 +1,6 @@
 //! SQL for the workflow tables of schema V4: `session_snapshots`,
 //! `session_gates`, `session_leases`, and the hierarchy reads on `sessions`
-//! (issue 4 §2–§4, §6).
+//! (docs/design.md, "Hierarchies", "Snapshots", "Gates" and "Leases").
 //!
 //! Same rules as `store/sessions.rs`: every statement is a `const` with
 //! explicit columns and `?N` parameters, single-table where it is read per

@@ -1,9 +1,9 @@
-//! The Amber session folder (seed 001): `<uuid>/manifest.json`,
+//! The Amber session folder: `<uuid>/manifest.json`,
 //! `timeline.jsonl`, `checkpoints/<checkpointId>.json`. Import only.
 //!
 //! Mapping (documented in `docs/import-export.md`): new id
 //! `ses_` + the first 16 hex of SHA-256(`"amber:" + uuid`), so a re-import
-//! finds the same session; states and event types per issue 3 §4; every
+//! finds the same session; states and event types per docs/import-export.md; every
 //! other field of an event goes in its `data`; times that step back are
 //! clamped to the previous event's (the original kept in `data.timestamp`).
 
@@ -371,7 +371,7 @@ fn read_timeline(dir: &Path, actor: ActorType) -> Result<Vec<EventRow>, Bad> {
         let mut at_ms = parse_time("timestamp", &stamp).map_err(|e| at(e.into()))?;
         if let Some(prev) = events.last() {
             if at_ms < prev.at_ms {
-                // Clamped like logbook's own clock (SPEC §2); the original
+                // Clamped like logbook's own clock (docs/design.md, "Model"); the original
                 // time stays in the event's data.
                 at_ms = prev.at_ms;
                 obj.insert("timestamp".into(), Value::String(stamp));

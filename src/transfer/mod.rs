@@ -1,6 +1,6 @@
-//! Export and import formats (issue 3 §4): logbook's own JSON Lines, the
-//! Phelix data folder (seed 000) and the Amber `.amber/sessions` tree
-//! (seed 001). See `docs/import-export.md` for the formats and mappings.
+//! Export and import formats (docs/import-export.md): logbook's own JSON Lines, the
+//! Phelix data folder and the Amber `.amber/sessions` tree.
+//! See `docs/import-export.md` for the formats and mappings.
 //!
 //! This module parses, validates and redacts input into the store's
 //! [`SessionRows`](crate::store::transfer::SessionRows) and renders
@@ -41,15 +41,15 @@ pub const MAX_LISTED_REJECTIONS: usize = 100;
 /// Sessions per `BEGIN IMMEDIATE` transaction of an import.
 pub const IMPORT_BATCH_SESSIONS: usize = 256;
 
-/// An import format. Spec: issue 3 §4.
+/// An import format. Rule: docs/import-export.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImportFormat {
     /// logbook's own JSON Lines export (one session per line).
     Jsonl,
-    /// A Phelix data folder: `sessions/<ses_id>.json` (seed 000).
+    /// A Phelix data folder: `sessions/<ses_id>.json`.
     Phelix,
-    /// An Amber tree: `.amber/sessions/<uuid>/…` (seed 001).
+    /// An Amber tree: `.amber/sessions/<uuid>/…`.
     Amber,
 }
 
@@ -76,13 +76,13 @@ impl FromStr for ImportFormat {
     }
 }
 
-/// An export format. Spec: issue 3 §4.
+/// An export format. Rule: docs/import-export.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     /// One line per session, every column and event (round-trips exactly).
     Jsonl,
-    /// `DIR/sessions/<ses_id>.json` in the Phelix seed's schema.
+    /// `DIR/sessions/<ses_id>.json` in Phelix's schema.
     Phelix,
 }
 
@@ -241,7 +241,7 @@ impl fmt::Display for Bad {
     }
 }
 
-/// The fixed event types logbook and its features emit (SPEC §2).
+/// The fixed event types logbook and its features emit (docs/design.md, "Model").
 const BUILT_IN_TYPES: &[&str] = &[
     "created",
     "started",

@@ -1,4 +1,4 @@
-//! The Phelix session file (seed 000): `sessions/<ses_id>.json`, one session
+//! The Phelix session file: `sessions/<ses_id>.json`, one session
 //! with its events inline. Export renders logbook's session in that schema;
 //! import maps it back (see `docs/import-export.md` for what each field
 //! becomes).
@@ -14,7 +14,7 @@ use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::json;
 
-/// The key, in a checkpoint event's `data`, where logbook before issue 13
+/// The key, in a checkpoint event's `data`, where earlier logbook versions
 /// kept the Phelix event's own `detail` (it replaced the detail with the
 /// checkpoint note). Import no longer writes it; export still reads it, so
 /// sessions imported then come back as their files were.
@@ -165,7 +165,7 @@ pub(crate) fn parse(o: &Obj<'_>) -> Result<SessionRows, Bad> {
                 v::DETAIL_MAX,
                 Lines::Multi,
             )?,
-            // Not in the seed's schema, but kept when a file has it.
+            // Not in Phelix's schema, but kept when a file has it.
             data: match e.raw("data") {
                 None => None,
                 Some(r) => Some(object_text(&e.name("data"), r)?),

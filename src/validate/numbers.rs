@@ -1,4 +1,4 @@
-//! JSON numbers that would not be stored exactly as given (issue 13 §6):
+//! JSON numbers that would not be stored exactly as given (docs/design.md, "Exact numbers"):
 //! the one check every JSON input passes (CLI flags, MCP arguments,
 //! imports), on the text where there is one, so that nothing is silently
 //! rounded.

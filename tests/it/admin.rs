@@ -1,4 +1,4 @@
-//! `logbook doctor` and `logbook backup` (issue 3 §5).
+//! `logbook doctor` and `logbook backup` (docs/design.md, "Doctor and backup").
 
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
@@ -265,7 +265,7 @@ fn doctor_notices_a_dropped_trigger() {
     assert_eq!(objects["detail"], "trigger events_no_update is missing");
 }
 
-/// Issue 13 §9: `doctor` reports `user_version` and refinery's history
+/// docs/design.md, "Database files": `doctor` reports `user_version` and refinery's history
 /// disagreeing (here the history lost its newest row).
 #[test]
 fn doctor_reports_user_version_and_history_disagreeing() {

@@ -1,5 +1,5 @@
-//! `logbook session budget …` and `session usage …` (issue 4 §5; the Amber
-//! seed's budget tracker).
+//! `logbook session budget …` and `session usage …` (docs/design.md, "Budgets"; Amber's
+//! budget tracker).
 
 use crate::common::*;
 use serde_json::{json, Value};

@@ -1,4 +1,4 @@
-//! The events' hash chain (issue 3 §2) and the V1 → V2 upgrade (CASES C25).
+//! The events' hash chain (docs/design.md, "Hash chain") and the V1 → V2 upgrade (CASES C25).
 
 use crate::common::*;
 use serde_json::Value;

@@ -296,7 +296,7 @@ fn newer_schema_exit_6_untouched() {
     assert_eq!(history, logbook::store::migrate::LATEST_VERSION);
 }
 
-/// Issue 13 §9: a newer schema recorded only in refinery's history (a newer
+/// docs/design.md, "Database files": a newer schema recorded only in refinery's history (a newer
 /// logbook or refinery's own tooling migrated the file, `user_version`
 /// lags) is refused like a newer `user_version`, by writes and reads alike,
 /// and the file is left byte-identical.

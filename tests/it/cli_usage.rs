@@ -131,7 +131,7 @@ fn usage_errors_name_the_similar_repeated_and_conflicting_flags() {
 /// Free text is never empty, whichever way it is given (an empty `--note=`
 /// recorded a checkpoint that said nothing, though a checkpoint needs a step,
 /// a note or a reference: found by adversarial testing); and a value that
-/// looks like a negative number is a value, not a flag (SPEC §5), also for
+/// looks like a negative number is a value, not a flag (docs/design.md, "CLI"), also for
 /// `run fail`.
 #[test]
 fn empty_free_text_is_refused_and_negative_looking_values_are_values() {
@@ -173,7 +173,7 @@ fn empty_free_text_is_refused_and_negative_looking_values_are_values() {
     );
 }
 
-/// Issue 13 §8: a title (or step) that is only whitespace names nothing and
+/// docs/design.md, "Model": a title (or step) that is only whitespace names nothing and
 /// is refused like an empty one, on create and on fork; nothing is written.
 #[test]
 fn blank_titles_and_steps_are_refused() {
@@ -345,7 +345,7 @@ fn c21_attached_values_are_stored_exactly() {
             (Some(v), Some(rev))
         );
     }
-    // `-5` space-separated is a value, not a flag (SPEC §5).
+    // `-5` space-separated is a value, not a flag (docs/design.md, "CLI").
     let d = env
         .json(&["session", "checkpoint", &id, "--step", "s1", "--note", "-5"])
         .data();

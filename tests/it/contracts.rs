@@ -1,4 +1,4 @@
-//! The wire contracts as reviewed data (issue 14 item 4): the whole
+//! The wire contracts as reviewed data (docs/design.md, "Contracts"): the whole
 //! `--help` tree, and one envelope of each shape from the real CLI and the
 //! real MCP server, each pinned by a golden file. The error-code table,
 //! `docs/errors.md` and the library errors' envelopes are in

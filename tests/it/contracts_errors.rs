@@ -1,4 +1,4 @@
-//! The error contract as reviewed data (issue 14 item 4): the code table
+//! The error contract as reviewed data (docs/design.md, "Contracts"): the code table
 //! (`tests/golden/codes.txt`), `docs/errors.md` rendered from it with each
 //! code's details, and the failure envelope of each library error variant
 //! (`tests/golden/envelopes/library.txt`).
@@ -327,7 +327,7 @@ fn errors_md() -> String {
          tests/it/contracts_errors.rs; do not edit. After a change, run\n\
          `UPDATE_GOLDEN=1 cargo test --test it contracts` and review the diff. -->\n\
          \n\
-         Every error logbook reports has a stable code (SPEC §3). Codes are only ever\n\
+         Every error logbook reports has a stable code. Codes are only ever\n\
          added, never renamed or reused. With `--json` the CLI prints the failure\n\
          envelope on stdout, one line:\n\
          \n\

@@ -1,4 +1,4 @@
-//! The database's own files (issue 13 §1, §3): no command writes its output
+//! The database's own files (docs/design.md, "Database files"): no command writes its output
 //! over the database or a companion, whatever the path looks like, and
 //! `--db` is a file path, never a SQLite URI or `:memory:`. The files and
 //! folders logbook creates are private, and a loose existing DB is

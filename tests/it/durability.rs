@@ -1,5 +1,5 @@
 //! Processes killed mid-write: the file stays intact and every acknowledged
-//! write is present (SPEC §1; CASES C30: CLI checkpoint loops and long-lived
+//! write is present (docs/design.md, "Storage"; CASES C30: CLI checkpoint loops and long-lived
 //! library writers killed with SIGKILL), and `synchronous` is FULL unless
 //! asked otherwise.
 

@@ -1,4 +1,4 @@
-//! The global event feed and `--follow` (issue 3 §1).
+//! The global event feed and `--follow` (docs/design.md, "Feed").
 
 use crate::common::*;
 use serde_json::Value;

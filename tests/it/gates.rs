@@ -1,4 +1,4 @@
-//! `logbook gate open|approve|reject|list` (issue 4 §4).
+//! `logbook gate open|approve|reject|list` (docs/design.md, "Gates").
 
 use crate::common::*;
 use serde_json::Value;
@@ -48,7 +48,7 @@ fn blocking_kinds_pause_show_names_the_gate_and_approve_resumes() {
         let s = env.create("a");
         let d = open(&env, &s, "deploy", kind);
         assert_eq!(d["status"], "paused", "{kind}");
-        // The gate's event, then the status change's own (issue 13 §7).
+        // The gate's event, then the status change's own (docs/design.md, "Event order").
         assert_eq!(event_types(&env, &s), ["created", "gate_opened", "paused"]);
         assert_eq!(d["rev"], 2);
         let v = show(&env, &s);
@@ -113,7 +113,7 @@ fn reject_fails_the_session_and_abort_cancels_it() {
         assert_eq!(d["status"], status);
         assert_eq!(d["end_reason"], "too risky");
         assert!(d["ended_at_ms"].is_i64());
-        // The rejection, then the status change's own event (issue 13 §7):
+        // The rejection, then the status change's own event (docs/design.md, "Event order"):
         // a reader of the feed that counts endings sees this one too.
         let e = last_event(&env, &s);
         assert_eq!(

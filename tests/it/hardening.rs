@@ -113,7 +113,7 @@ fn hand_edited_pretty_json_still_prints_one_line() {
     }
 }
 
-/// Issue 13 §15: `created_at_ms` never goes below an earlier session's,
+/// docs/design.md, "Clock": `created_at_ms` never goes below an earlier session's,
 /// however far the clock steps back (as event times never go below their
 /// session's previous event), so created order stays insertion order.
 #[test]

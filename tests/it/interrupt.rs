@@ -1,4 +1,4 @@
-//! Long commands stopped part-way (issue 13 §13, §14), with real processes:
+//! Long commands stopped part-way (docs/design.md, "Interruption"), with real processes:
 //! SIGINT and SIGTERM during `export --out FILE` and `import` leave no temp
 //! file, print the counts so far in the INTERRUPTED envelope and exit 130 /
 //! 143; an import that hits a full disk (an `RLIMIT_FSIZE` on the process,

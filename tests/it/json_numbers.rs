@@ -1,4 +1,4 @@
-//! JSON numbers are stored exactly as given or refused (issue 13 §6):
+//! JSON numbers are stored exactly as given or refused (docs/design.md, "Exact numbers"):
 //! every JSON-valued flag, MCP arguments on the wire, and imports. The
 //! boundaries are pinned: i64's two ends are kept exactly, one past either
 //! end (and u64's top) is INVALID_ARGUMENT naming the field, and nothing is

@@ -1,5 +1,5 @@
-//! `logbook session lock|unlock` and `--lease` (issue 4 §6; the Amber
-//! seed's session lock).
+//! `logbook session lock|unlock` and `--lease` (docs/design.md, "Leases"; Amber's
+//! session lock).
 
 use crate::common::*;
 use serde_json::Value;

@@ -435,7 +435,7 @@ fn c12_updated_order_walk_follows_its_documented_rule() {
     }
 }
 
-/// Issue 13 §7: every change of a session's status leaves the event of that
+/// docs/design.md, "Event order": every change of a session's status leaves the event of that
 /// status, last, in the same transaction, whatever verb caused it: the
 /// session verbs, gate opening / approval / rejection / abort, and budget
 /// policies. A feed reader that follows statuses by event type sees every

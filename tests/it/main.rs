@@ -66,6 +66,7 @@ mod readonly;
 mod readonly_media;
 mod replaced;
 mod replays;
+mod repo_docs;
 mod resolve;
 mod retention_guards;
 mod runs;

@@ -1,4 +1,4 @@
-//! `logbook mcp serve` end to end (issue 5 §4): the real binary as a child
+//! `logbook mcp serve` end to end (docs/design.md, "MCP"): the real binary as a child
 //! process, driven by rmcp's own client (and, where the test needs exact
 //! control of the wire, by raw JSON-RPC lines), with every effect checked
 //! in the DB through plain SQLite.
@@ -108,7 +108,7 @@ pub(crate) fn text(r: &CallToolResult) -> String {
         .expect("a text block")
 }
 
-/// What a replayed mutation's result says of its first attempt (SPEC §5):
+/// What a replayed mutation's result says of its first attempt (docs/design.md, "CLI"):
 /// `_meta.replayed`, which must equal the second text block's `replayed`;
 /// `None` for a first attempt (one block, no `_meta`).
 pub(crate) fn replayed(r: &CallToolResult) -> Option<Value> {

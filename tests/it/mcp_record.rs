@@ -1,5 +1,5 @@
-//! The MCP tools an agent records the rest of its work with (issue 13 item
-//! 11): `logbook_session_events`, `_stage`, `_usage`, `_event`, `_start`,
+//! The MCP tools an agent records the rest of its work with (docs/design.md,
+//! "MCP"): `logbook_session_events`, `_stage`, `_usage`, `_event`, `_start`,
 //! `_pause`, `_resume` and `logbook_gate_open`, end to end over a real
 //! `logbook mcp serve`, every effect checked in the DB with plain SQLite.
 
@@ -158,7 +158,7 @@ fn each_new_tool_applies_one_event_by_mcp_and_returns_the_session() {
             json!({"session_id": id, "gate": "deploy", "kind": "user-approval"}),
         )
         .await);
-        // The gate's event, then the pause's own (issue 13 §7), one rev.
+        // The gate's event, then the pause's own (docs/design.md, "Event order"), one rev.
         let (detail, _) = applied_then(&env, &s, 8, "paused", "gate_opened", "paused");
         assert_eq!(detail, None);
         let opened = &env.json(&["session", "show", &id]).data()["events"][7];

@@ -214,7 +214,7 @@ fn stdin_closed_before_the_handshake_exits_zero_with_empty_stdout() {
 
 // The WAL and its size limit are SQLite's.
 sqlite_only! {
-/// Issue 5 §3: with an idle `mcp serve` attached, a reader holding a long
+/// docs/design.md, "Operator access": with an idle `mcp serve` attached, a reader holding a long
 /// transaction pins the WAL while writers go on; once the reader ends, the
 /// WAL drops back under `journal_size_limit` (64 MiB): the idle server holds
 /// nothing that keeps it large.

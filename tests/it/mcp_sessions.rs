@@ -442,7 +442,7 @@ fn an_idempotency_key_retry_applies_once() {
         let a = call(&client, "logbook_session_create", create.clone()).await;
         let b = call(&client, "logbook_session_create", create).await;
         assert_eq!(ok(&a), ok(&b));
-        // A replay says so, and what its first attempt did (SPEC §5).
+        // A replay says so, and what its first attempt did (docs/design.md, "CLI").
         assert_eq!(replayed(&a), None);
         assert_eq!(replayed(&b), Some(json!({"rev": 1, "seq": 0})));
         let id = ok(&a)["session_id"].as_str().unwrap().to_owned();

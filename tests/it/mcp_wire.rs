@@ -1,5 +1,5 @@
 //! `logbook mcp serve` on raw stdio: lines the SDK's transport would drop
-//! without a reply (issue 13 item 10) — not JSON, an unpaired surrogate,
+//! without a reply (docs/design.md, "MCP") — not JSON, an unpaired surrogate,
 //! nesting past serde_json's depth limit — each get a JSON-RPC error, store
 //! nothing, and the server goes on serving.
 

@@ -1,6 +1,6 @@
 //! The migration folders: SQLite's files in `migrations/sqlite/`, PostgreSQL's
 //! in `migrations/postgres/`, the same versions and names in both, and
-//! SQLite's checksums unchanged by the move (issue 15 §2), so every database
+//! SQLite's checksums unchanged by the move (docs/design.md, "Backends"), so every database
 //! created before it still opens.
 
 use logbook::store::migrate::{embedded, LATEST_VERSION};

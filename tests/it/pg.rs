@@ -1,4 +1,4 @@
-//! The PostgreSQL test server (issue 15 §6): `LOGBOOK_TEST_PG` is a
+//! The PostgreSQL test server (docs/design.md, "Backends"): `LOGBOOK_TEST_PG` is a
 //! superuser's URL (`bash .ci/run` starts a throwaway server through
 //! `.ci/pg`, which documents the other `LOGBOOK_TEST_PG*` variables), and
 //! each test gets a fresh database of its own, dropped when the test ends,

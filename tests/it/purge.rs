@@ -1,4 +1,4 @@
-//! `logbook purge` (SPEC §8, issue 16): what it chooses, what it records,
+//! `logbook purge` (docs/design.md, "Retention"): what it chooses, what it records,
 //! what the triggers allow, export / import round trips, kills midway.
 //! Backend-neutral; SQLite's space facts are `sqlite_only!`.
 

@@ -1,4 +1,4 @@
-//! `logbook sql` and `--read-only` (issue 5 §2).
+//! `logbook sql` and `--read-only` (docs/design.md, "Operator access").
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -302,7 +302,7 @@ fn completions_print_a_script_for_each_shell() {
 }
 
 /// Every command and command group's `--help` ends with an example
-/// (issue 5 §5), and opens with the summary its parent lists for it (an
+/// (docs/design.md, "CLI"), and opens with the summary its parent lists for it (an
 /// argument struct's own doc comment must never stand in for the command's:
 /// found by adversarial testing of deferred clap arguments). Walks the tree
 /// from `logbook --help`.

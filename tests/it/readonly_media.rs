@@ -1,4 +1,4 @@
-//! A database on read-only media (issue 13 §4): `--read-only` reads the
+//! A database on read-only media (docs/design.md, "Database files"): `--read-only` reads the
 //! committed transactions of a copied `-wal` (never a snapshot that hides
 //! them), `--read-only doctor` passes a clean WAL database, and a
 //! read-write open fails with STORE_IO whose hint names `--read-only`.

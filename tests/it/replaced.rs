@@ -1,5 +1,5 @@
-//! A database file replaced or removed under a long-lived handle (issue 13
-//! §2): the handle refuses every later call with STORE_IO instead of
+//! A database file replaced or removed under a long-lived handle (docs/design.md,
+//! "Database files"): the handle refuses every later call with STORE_IO instead of
 //! writing, acknowledged, into the file nobody else sees; `events --follow`
 //! stops with that error instead of going silent; `doctor` explains a
 //! `-wal` left from the file that was replaced.

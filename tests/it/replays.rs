@@ -1,4 +1,4 @@
-//! Idempotent replays say what happened (SPEC §5, issue 13 §12): a retry
+//! Idempotent replays say what happened (docs/design.md, "CLI"): a retry
 //! with the same key applies nothing, returns the value as it is now, and
 //! its envelope gains `"replayed":{"rev":R,"seq":S}` — the rev the first
 //! attempt left and the seq of the event it wrote. A first attempt has no

@@ -1,4 +1,4 @@
-//! Reference resolution in `show` (issue 4 §7).
+//! Reference resolution in `show` (docs/design.md, "Resolution").
 
 use crate::common::*;
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! `logbook run …` (issue 4 §1; SPEC §2 Run; the AgentSessionManager seed).
+//! `logbook run …` (docs/design.md, "Runs").
 //! Here: the lifecycle and its events, the refusals, one running run per
 //! session, usage at its integer edges and under idempotency keys. How a
 //! session's end cancels its runs is in `runs_ending.rs`; the library, the

@@ -1,4 +1,4 @@
-//! Ending a session ends its runs first (SPEC §2 Run): completing, failing
+//! Ending a session ends its runs first (docs/design.md, "Runs"): completing, failing
 //! or cancelling a session, a budget's fail crossing and a gate rejection
 //! each cancel the session's pending and running runs, one `run_cancelled`
 //! per run in creation order, before the session's own terminal event; a

@@ -120,7 +120,7 @@ fn connection_pragmas() {
     assert_eq!(l.pragma("foreign_keys").unwrap(), "1");
     // The busy timeout is logbook's own handler, not SQLite's pragma: its
     // behaviour is tested in `contention::c01_every_ledger_connection_has_wal_and_a_busy_timeout`.
-    // FULL: SQLite's own autocheckpoint, at 2,000 pages (issue 13 §17).
+    // FULL: SQLite's own autocheckpoint, at 2,000 pages (docs/design.md, "WAL checkpoints").
     assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "2000");
     // A 16 MiB page cache (negative: KiB), so a checkpoint's read of the
     // session's previous event usually hits it.

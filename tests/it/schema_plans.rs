@@ -134,7 +134,7 @@ fn every_list_filter_uses_an_index_and_no_sort() {
 
 /// Every statement that reads one session's rows finds them through an index
 /// and sorts nothing: a temp B-tree costs its own page cache (~20 page
-/// faults per CLI process, issue 2's `session show` target), and a scan
+/// faults per CLI process, the `session show` target), and a scan
 /// grows with the database.
 #[test]
 fn one_session_reads_use_an_index_and_no_temp_btree() {

@@ -1,4 +1,4 @@
-//! Checkpoint snapshots, restore and fork (issue 4 §3).
+//! Checkpoint snapshots, restore and fork (docs/design.md, "Snapshots").
 
 use crate::common::*;
 use serde_json::{json, Value};

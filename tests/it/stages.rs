@@ -1,4 +1,4 @@
-//! `logbook session stage` (issue 3 §3).
+//! `logbook session stage` (docs/design.md, "Stages").
 
 use crate::common::*;
 use serde_json::{json, Value};

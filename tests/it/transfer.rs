@@ -1,7 +1,7 @@
-//! Export and import (issue 3 §4): logbook's own JSON Lines round trip
+//! Export and import (docs/import-export.md): logbook's own JSON Lines round trip
 //! (byte-identical, private modes), selecting what to export, a byte order
 //! mark, and concurrent imports of one file; and the helpers the
-//! `transfer_*` modules share. The seeds' formats are in
+//! `transfer_*` modules share. The Phelix and Amber formats are in
 //! `transfer_seeds.rs`, malformed JSON Lines in `transfer_jsonl.rs`, the
 //! workflow rows in `transfer_workflow.rs`, per-field fidelity in
 //! `transfer_fidelity.rs`.

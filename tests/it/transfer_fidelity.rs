@@ -1,5 +1,5 @@
 //! Imports keep every field of every event exactly as the input has it
-//! (issue 13 §5): seq, type, at_ms, detail and data, read back with plain
+//! (docs/design.md, "Import formats"): seq, type, at_ms, detail and data, read back with plain
 //! SQL, for each of the three importers. A fact of the input that logbook
 //! derives from events elsewhere (Phelix's checkpoint block, Amber's
 //! checkpoint label and file) is kept beside the events, never by changing

@@ -493,7 +493,7 @@ fn the_future_bound_is_24_hours_after_the_ledgers_clock() {
     }
 }
 
-/// SPEC §7: hash chains verified on arrival. An export edited after it was
+/// docs/design.md, "Backends": hash chains verified on arrival. An export edited after it was
 /// written (an event's detail, data, time or order) is rejected naming the
 /// first event whose hash no longer holds; the same file with every hash
 /// left out is imported and gets its chain on arrival.

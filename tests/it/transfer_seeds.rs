@@ -1,4 +1,4 @@
-//! Importing the two seeds' formats (issue 3 §4): the Phelix and Amber
+//! Importing the Phelix and Amber formats (docs/import-export.md): the Phelix and Amber
 //! fixtures import, verify and map ids, states and types as documented;
 //! malformed Phelix files are rejected whole and malformed Amber sessions
 //! one by one (a secret-looking stage, a token-shaped path redacted, a
@@ -483,7 +483,7 @@ fn an_amber_timeline_that_is_not_a_regular_file_is_rejected() {
 }
 
 /// The 24-hour bound on imported times (attack report #3) holds for the
-/// seeds' formats too: a Phelix file whose last event lies in 2100, and an
+/// Phelix and Amber formats too: a Phelix file whose last event lies in 2100, and an
 /// Amber session created in 2100, are rejected naming the field (logbook's
 /// name for it, as every time check of an import); the others import.
 #[test]

@@ -1,4 +1,4 @@
-//! The workflow rows in JSON Lines (issue 4): runs, budgets, snapshots and
+//! The workflow rows in JSON Lines (docs/import-export.md): runs, budgets, snapshots and
 //! gates export and import back byte-identically, sessions whose end
 //! cancelled their runs round-trip, and a malformed run, budget, snapshot or
 //! gate rejects its session whole.

@@ -1,4 +1,4 @@
-//! Hierarchies (issue 4 §2) and the V2 → V4 upgrade of the workflow tables.
+//! Hierarchies (docs/design.md, "Hierarchies") and the V2 → V4 upgrade of the workflow tables.
 
 use crate::common::*;
 use serde_json::Value;

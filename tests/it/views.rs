@@ -1,5 +1,5 @@
-//! Operator views (issue 5 §1) and a plain SQLite reader beside writers
-//! (issue 5 §3).
+//! Operator views (docs/design.md, "Operator access") and a plain SQLite reader beside writers
+//! (docs/design.md, "Operator access").
 
 use crate::common::*;
 use serde_json::json;

@@ -20,7 +20,7 @@ fn write_path_page_budget() {
         p.checkpoint_wide <= 5.0,
         "a 64 KiB context must not be rewritten by a checkpoint: {p:?}"
     );
-    // auto_vacuum=INCREMENTAL (schema V7, SPEC §8) adds a pointer-map page
+    // auto_vacuum=INCREMENTAL (schema V7, docs/design.md, "Retention") adds a pointer-map page
     // now and then as the file grows: +0.16 per create, +0.08 per
     // checkpoint measured (14.86 → 15.02, 5.34 → 5.42).
     assert!(p.create <= 15.3, "{p:?}");

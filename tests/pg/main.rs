@@ -1,4 +1,4 @@
-//! The suite's PostgreSQL half (issue 15 §6): the backend-neutral modules
+//! The suite's PostgreSQL half (docs/design.md, "Backends"): the backend-neutral modules
 //! of `tests/it/` run again here, each `TestEnv` a fresh database on the
 //! PostgreSQL test server (`tests/it/pg.rs`), and beside them the facts of
 //! PostgreSQL alone (its schema and triggers seen through a plain client,

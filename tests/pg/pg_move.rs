@@ -1,4 +1,4 @@
-//! Moving a ledger between backends (issue 15 §5): `logbook --db old.db
+//! Moving a ledger between backends (docs/design.md, "Backends"): `logbook --db old.db
 //! export --format jsonl --out - | logbook --db postgres://… import -`;
 //! the server's export is then byte-identical to SQLite's, `verify` passes
 //! there, and each session reads back the same.

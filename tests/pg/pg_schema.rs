@@ -1,4 +1,4 @@
-//! The PostgreSQL schema on a real server (issue 15 §2): the same tables,
+//! The PostgreSQL schema on a real server (docs/design.md, "Backends"): the same tables,
 //! columns, views, indexes and triggers as a fresh SQLite database, and
 //! `store::postgres::migrate` — once per version when 16 processes race on
 //! a new database, a no-op when current, refusing newer, divergent and

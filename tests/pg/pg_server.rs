@@ -1,4 +1,4 @@
-//! Facts of a server alone (issue 15 §1, §3, §5): doctor's server checks,
+//! Facts of a server alone (docs/design.md, "Backends"): doctor's server checks,
 //! backup refused, a connection closed under a long-lived handle, a COMMIT
 //! whose reply is lost, clients killed in the middle of a transaction, and
 //! (run alone by .ci/run, as it restarts the server) writes across an

@@ -1,4 +1,4 @@
-//! TLS to the server (issue 15 §1): `sslmode` as libpq reads it, through
+//! TLS to the server (docs/design.md, "Backends"): `sslmode` as libpq reads it, through
 //! rustls, against the throwaway server's own CA (`.ci/pg` makes one and a
 //! certificate for localhost and 127.0.0.1).
 

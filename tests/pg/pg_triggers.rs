@@ -1,5 +1,5 @@
 //! Raw SQL as the table owner cannot break the ledger's invariants on
-//! PostgreSQL (SPEC §1, §7; issue 15 §2): one statement per trigger that
+//! PostgreSQL (docs/design.md, "Storage" and "Backends"): one statement per trigger that
 //! must be refused — with the SQLite trigger's own message, read from a
 //! fresh SQLite database, SQLSTATE LB001 and the trigger's name — or, for
 //! SQLite's `*_no_replace` triggers, by the key that stands for it there;

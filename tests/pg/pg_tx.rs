@@ -1,4 +1,4 @@
-//! The PostgreSQL store interface (`PgTx`, issue 15 §7) against SQLite's
+//! The PostgreSQL store interface (`PgTx`, docs/design.md, "Backends") against SQLite's
 //! (`SqliteTx`): a differential harness runs one scripted sequence of
 //! `Tx` calls — every method of the trait, the refusals included — on a
 //! fresh SQLite database and on a fresh PostgreSQL database, with the same

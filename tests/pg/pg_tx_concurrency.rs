@@ -1,5 +1,5 @@
-//! The PostgreSQL store interface under concurrent transactions (issue 15
-//! §4, §7): what SQLite's single writer gives for free, `PgTx` must give
+//! The PostgreSQL store interface under concurrent transactions (docs/design.md,
+//! "Backends"): what SQLite's single writer gives for free, `PgTx` must give
 //! with row locks, transaction ids and the feed's horizon.
 //!
 //! Each test holds a transaction open on one connection while another

@@ -1,5 +1,5 @@
 //! The operators' views give the same values on PostgreSQL as on SQLite
-//! (issue 15 §2; docs/schema.md, "Views"): a ledger written by the library
+//! (docs/design.md, "Backends"; docs/schema.md, "Views"): a ledger written by the library
 //! on SQLite is copied row for row into a PostgreSQL database, and every
 //! view, read as text, must match SQLite's row for row — the RFC 3339 times,
 //! the day buckets, the sums and the 0/1 counts included.

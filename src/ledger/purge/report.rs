@@ -1,4 +1,4 @@
-//! What `purge` reports (SPEC §8): the plan of a dry run, a purge's
+//! What `purge` reports (docs/design.md, "Retention"): the plan of a dry run, a purge's
 //! progress, what a run did, and what happened to the space.
 
 use crate::store::retention::PurgeProgress;

@@ -1,4 +1,4 @@
-//! What `logbook doctor` checks on a server (SPEC §7): the schema's
+//! What `logbook doctor` checks on a server (docs/design.md, "Backends"): the schema's
 //! version, that every trigger the migrations create is there and enabled
 //! (PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` switches off invariants
 //! and foreign keys alike, which SQLite has no way to do), and the sizes a

@@ -1,4 +1,4 @@
-//! Server errors classified (SPEC §7): by SQLSTATE where the server sent
+//! Server errors classified (docs/design.md, "Backends"): by SQLSTATE where the server sent
 //! one, else by the driver's kind of failure; never a password in a
 //! message (the driver's messages hold none, and the location shown is the
 //! display form).

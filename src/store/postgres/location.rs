@@ -1,4 +1,4 @@
-//! A PostgreSQL location: the `postgres://` URL of SPEC §7, parsed into the
+//! A PostgreSQL location: the `postgres://` URL (docs/postgres.md, "The URL"), parsed into the
 //! driver's connection config, the TLS policy and a display form that never
 //! holds the password.
 //!
@@ -20,7 +20,7 @@ use std::str::FromStr;
 
 /// Whether a `--db` / `$LOGBOOK_DB` / `LedgerOptions` location names a
 /// PostgreSQL server (`postgres://` or `postgresql://`, scheme in any case)
-/// rather than a SQLite file (SPEC §7).
+/// rather than a SQLite file (docs/design.md, "Backends").
 pub fn is_url(location: &str) -> bool {
     let lower = |p: &str| {
         location

@@ -1,4 +1,4 @@
-//! PostgreSQL schema migrations (SPEC §7, issue 15 §2): refinery's runner
+//! PostgreSQL schema migrations (docs/design.md, "Backends"): refinery's runner
 //! over the embedded `migrations/postgres/V<N>__<name>.sql`, one transaction
 //! for all pending files, under an advisory lock.
 //!
@@ -327,7 +327,7 @@ pub fn is_current(client: &mut Client) -> Result<bool> {
 /// server cancelled the transaction (serialization failure, deadlock);
 /// INTERNAL: any other server error (its SQLSTATE and message).
 ///
-/// Spec: §7 (schema changes under a lock), issue 15 §2.
+/// Rule: docs/design.md, "Backends" (schema changes under a lock).
 pub fn migrate(client: &mut Client) -> Result<()> {
     if check(&probe(client)?)? {
         return Ok(());

@@ -1,4 +1,4 @@
-//! The PostgreSQL store (SPEC §7, issue 15): the same ledger on a server,
+//! The PostgreSQL store (docs/design.md, "Backends"): the same ledger on a server,
 //! chosen by a `postgres://` URL.
 //!
 //! The schema is `migrations/postgres/` (the same versions, tables, columns,

@@ -1,4 +1,4 @@
-//! One open PostgreSQL database (SPEC §7): a connection that comes back
+//! One open PostgreSQL database (docs/design.md, "Backends"): a connection that comes back
 //! after the server closed it, transactions run again after a transient
 //! failure, and followers that poll the feed with one cheap probe.
 //!

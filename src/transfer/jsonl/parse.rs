@@ -1,6 +1,6 @@
 //! Reading a line of logbook's JSON Lines format back into a session's
 //! rows: every key known, every value checked as the verbs check theirs,
-//! nothing rewritten (issue 13 §5).
+//! nothing rewritten (docs/design.md, "Import formats").
 
 use super::super::json::{object_text, Obj};
 use super::super::{check_rows, event_type_ok, opt_name, opt_stage, opt_text, status, Bad};
@@ -254,7 +254,7 @@ const EVENT_KEYS: &[&str] = &[
     "hash",
 ];
 
-/// The hash chain verified on arrival (SPEC §7): when the file carries
+/// The hash chain verified on arrival (docs/design.md, "Backends"): when the file carries
 /// hashes (an `export`), each event's must be the one its content and the
 /// chain before it give, so an export edited after it was written is
 /// rejected. A file with no hashes at all (every `hash` empty or absent:
