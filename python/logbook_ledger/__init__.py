@@ -1,4 +1,4 @@
-"""logbook from Python: the ledger of AI-agent work sessions (SPEC §9).
+"""logbook from Python: the ledger of AI-agent work sessions (docs/design.md, "From Python").
 
 ``Ledger`` is a handle on one logbook database — a SQLite file or a
 PostgreSQL server — whose methods are the library's verbs, with keyword

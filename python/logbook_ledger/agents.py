@@ -1,4 +1,4 @@
-"""An OpenAI Agents SDK ``Session`` on logbook (SPEC §9; docs/python.md,
+"""An OpenAI Agents SDK ``Session`` on logbook (docs/python.md,
 "OpenAI Agents SDK").
 
 An Agents SDK session is a logbook session of app ``openai-agents``; each
@@ -6,7 +6,7 @@ An Agents SDK session is a logbook session of app ``openai-agents``; each
 ``pop_item`` and ``clear_session`` are recorded as events too
 (``x.agents.pop``, ``x.agents.clear``): the history is what the timeline
 leaves, and no row is ever deleted. The ledger redacts secrets in the items
-as in any JSON it stores (SPEC §4).
+as in any JSON it stores (docs/design.md, "Redaction").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""LangGraph checkpoint savers on logbook (SPEC §9; docs/python.md, "LangGraph").
+"""LangGraph checkpoint savers on logbook (docs/python.md, "LangGraph").
 
 A LangGraph thread is a logbook session of app ``langgraph``; each
 LangGraph checkpoint is a logbook checkpoint whose snapshot state holds the
@@ -54,7 +54,7 @@ def _sha(text: str) -> str:
 
 
 def _hex(text: str) -> str:
-    # Hex keeps the text exact through logbook's redaction (SPEC §4), which
+    # Hex keeps the text exact through logbook's redaction (docs/design.md, "Redaction"), which
     # no lowercase hex string matches, and keeps its byte order.
     return text.encode("utf-8").hex()
 

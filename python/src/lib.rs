@@ -1,5 +1,5 @@
 //! `logbook_ledger._native`: the Python binding of the logbook library
-//! (SPEC §9, STYLE §2.9b; docs/python.md).
+//! (docs/python.md; docs/design.md, "From Python").
 //!
 //! A thin layer, as the CLI is: each method turns its keyword arguments
 //! into the library's request, calls the library with the GIL released,
@@ -207,7 +207,7 @@ fn parse<T: std::str::FromStr<Err = String>>(py: Python<'_>, field: &str, v: &st
     v.parse::<T>().map_err(|e| invalid(py, field, e))
 }
 
-/// A handle on one logbook database (SPEC §6, §9).
+/// A handle on one logbook database (docs/design.md, "Library" and "From Python").
 ///
 /// `Ledger(db=None, *, busy_timeout_ms=None, read_only=False)` resolves
 /// `db` exactly as the CLI's `--db` does: a SQLite file's path, a
