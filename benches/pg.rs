@@ -8,7 +8,9 @@
 //! (default 2, each trial's measured phase) trade time for noise;
 //! `LOGBOOK_BENCH_SESSIONS` (default 1,000,000) sizes the list dataset;
 //! `LOGBOOK_BENCH_VENV` names an existing venv for LangGraph (default
-//! target/pg-bench-venv, created with `python3 -m venv` + pip when missing).
+//! target/pg-bench-venv, created with `python3 -m venv` + pip when missing);
+//! `LOGBOOK_BENCH_FOLLOWER=PATH` runs the follow and idle sections' follower
+//! from another build of the binary (a before/after).
 //!
 //! Every client is its own process, started before the trial; it connects,
 //! does 3 warm-up operations, prints `ready`, and waits for one byte on stdin:
@@ -518,7 +520,10 @@ fn follow_section(cfg: &Config, admin: &mut postgres::Client) {
     drop(Ledger::open(LedgerOptions::at(&url)).unwrap());
     // The follower reads from the start of the feed; only the measured
     // checkpoints (steps m0, m1, …) are timed.
-    let mut follower = Command::new(env!("CARGO_BIN_EXE_logbook"))
+    // LOGBOOK_BENCH_FOLLOWER: another build of the binary (benches/pg/idle.rs).
+    let bin = std::env::var("LOGBOOK_BENCH_FOLLOWER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_logbook").to_owned());
+    let mut follower = Command::new(&bin)
         .args(["events", "--follow", "--json"])
         .env("LOGBOOK_DB", &url)
         .stdout(Stdio::piped())
@@ -572,7 +577,7 @@ fn follow_section(cfg: &Config, admin: &mut postgres::Client) {
     }
     let dup = *dup.lock().unwrap();
     println!("## Follow latency beside 8 writer processes\n");
-    println!("`logbook events --follow --json` (a separate process; it probes the feed every 5 ms while events come, backing off to 25 ms when none do) while 8 writer processes checkpoint their own sessions as fast as they can for {} s ({:.0} commits/s in all, {} errors). Latency: from a writer's `checkpoint()` returning (its wall clock) to the follower's line arriving on the bench's pipe; {expected} checkpoints, {} received, {missing} missing, {dup} duplicated.\n", cfg.secs, t.rate, t.errors, lat.len());
+    println!("`logbook events --follow --json` ({bin}; a separate process; it probes the feed every 5 ms while events are written, backing off to 20 ms when none are) while 8 writer processes checkpoint their own sessions as fast as they can for {} s ({:.0} commits/s in all, {} errors). Latency: from a writer's `checkpoint()` returning (its wall clock) to the follower's line arriving on the bench's pipe; {expected} checkpoints, {} received, {missing} missing, {dup} duplicated.\n", cfg.secs, t.rate, t.errors, lat.len());
     println!(
         "| p50 | p99 | max |\n|---|---|---|\n| {:.2} ms | {:.2} ms | {:.2} ms |\n",
         pct(&mut lat, 0.5),

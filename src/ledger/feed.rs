@@ -295,7 +295,7 @@ impl Ledger {
     /// Between reads it holds no transaction. On SQLite it waits for
     /// `PRAGMA data_version` to change (any other connection's commit),
     /// checking every `poll`; on a server it probes the feed every `poll`
-    /// while events come, backing off to one probe every 25 ms while none
+    /// while events come, backing off to one probe every 20 ms while none
     /// do (README, "The timeline"). It calls `stop` at each check.
     ///
     /// # Errors
