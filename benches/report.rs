@@ -712,7 +712,7 @@ fn chain_db(path: &Path, chained: bool) -> (Connection, Vec<String>) {
 }
 
 fn chain_insert(c: &Connection, id: &str, typ: &str, data: Option<&str>, chained: bool) {
-    use logbook::store::events as ev;
+    use logbook::store::sqlite::sql::events as ev;
     if chained {
         let e = ev::NewEvent {
             session_id: id,
@@ -768,7 +768,7 @@ fn chain_checkpoint(c: &Connection, id: &str, n: usize, chained: bool) {
         checkpoint_at_next_seq: true,
         ..Default::default()
     };
-    let (sql, p) = logbook::store::sqlite_tx::session_update(id, guard, &change);
+    let (sql, p) = logbook::store::sqlite::tx::session_update(id, guard, &change);
     let changed = c
         .prepare_cached(&sql)
         .unwrap()

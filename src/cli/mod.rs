@@ -310,7 +310,7 @@ fn options(global: &GlobalArgs) -> logbook::Result<LedgerOptions> {
     }
     opts.actor = ActorType::Cli;
     // One command per process: SQLite's default cache (see DEFAULT_PAGE_CACHE_KIB).
-    opts.page_cache_kib = logbook::store::open::SQLITE_DEFAULT_CACHE_KIB;
+    opts.page_cache_kib = logbook::store::SQLITE_DEFAULT_CACHE_KIB;
     Ok(opts)
 }
 

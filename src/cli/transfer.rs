@@ -5,7 +5,7 @@ use super::exit;
 use super::output::{write_stderr, write_stdout, Printer};
 use super::{open_interruptible, GlobalArgs};
 use clap::Args;
-use logbook::store::files::DbFiles;
+use logbook::store::DbFiles;
 use logbook::{Error, ErrorCode, ExportFormat, ImportFormat, ImportReport, Result};
 use std::io::{ErrorKind, IsTerminal};
 use std::path::PathBuf;

@@ -2,12 +2,11 @@
 
 use super::Ledger;
 use crate::error::{Error, ErrorCode, Result};
-use crate::store::admin as sql;
-use crate::store::files::DbFiles;
-use crate::store::open::{
+use crate::store::{
     companion, create_private_dirs, header_says_wal, wal_has_frames, JOURNAL_SIZE_LIMIT_BYTES,
     WAL_MISMATCH,
 };
+use crate::store::{DbFiles, Drift, DriftKind};
 use serde::Serialize;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -124,22 +123,22 @@ pub(super) fn check(check: &'static str, ok: bool, detail: String, code: ErrorCo
 /// can change or refuse logbook's own writes. Any other extra object — an
 /// index, view or table an operator made for a dashboard — is a warning
 /// naming it, left as it is.
-fn schema_objects_check(drift: &[sql::Drift]) -> DoctorCheck {
+fn schema_objects_check(drift: &[Drift]) -> DoctorCheck {
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
     let mut extra = Vec::new();
     for d in drift {
         let (t, n) = (&d.object_type, &d.name);
         match d.kind {
-            sql::DriftKind::Missing => problems.push(format!("{t} {n} is missing")),
-            sql::DriftKind::Differs => problems.push(format!("{t} {n} differs from its migration")),
-            sql::DriftKind::Extra if t == "trigger" => problems.push(format!(
+            DriftKind::Missing => problems.push(format!("{t} {n} is missing")),
+            DriftKind::Differs => problems.push(format!("{t} {n} differs from its migration")),
+            DriftKind::Extra if t == "trigger" => problems.push(format!(
                 "trigger {n} is not part of logbook's schema (it can change or refuse logbook's writes)"
             )),
-            sql::DriftKind::Extra if d.unique => problems.push(format!(
+            DriftKind::Extra if d.unique => problems.push(format!(
                 "unique index {n} is not part of logbook's schema (it can refuse logbook's writes)"
             )),
-            sql::DriftKind::Extra => {
+            DriftKind::Extra => {
                 warnings.push(format!("{t} {n} is not part of logbook's schema"));
                 extra.push(format!("{t} {n}"));
             }
@@ -251,7 +250,7 @@ impl Ledger {
         let store = self.store.sqlite_for("doctor's file checks")?;
         let mut checks = Vec::new();
         let (user_version, history) = store.schema_versions()?;
-        let latest = crate::store::migrate::latest_version();
+        let latest = crate::store::LATEST_VERSION;
         checks.push(check(
             "schema",
             user_version == latest && history == latest,
@@ -521,7 +520,7 @@ impl Ledger {
     pub fn backup(&self, dest: &Path) -> Result<BackupReport> {
         // SQLite opens the copy by a name derived from `dest`.
         let store = self.store.sqlite_for("backup (on a server, use pg_dump)")?;
-        crate::store::files::check_sqlite_name(dest, "dest")?;
+        crate::store::check_sqlite_name(dest, "dest")?;
         self.own_files()?.refuse(dest, "dest")?;
         self.check_file()?;
         if std::fs::symlink_metadata(dest).is_ok() {

@@ -20,7 +20,7 @@ impl Ledger {
     /// STORE_UNAVAILABLE.
     pub(super) fn doctor_server(&self) -> Result<DoctorReport> {
         let facts = self.store.server_facts()?;
-        let latest = crate::store::migrate::latest_version();
+        let latest = crate::store::LATEST_VERSION;
         let mut checks = vec![check(
             "schema",
             facts.schema_current && facts.schema_version == latest,
@@ -43,7 +43,7 @@ impl Ledger {
                 facts.disabled_triggers.join(", ")
             ));
         }
-        let expected = crate::store::postgres::doctor::expected_triggers().len();
+        let expected = crate::store::expected_triggers().len();
         checks.push(check(
             "triggers",
             problems.is_empty(),

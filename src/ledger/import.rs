@@ -462,7 +462,7 @@ fn apply_purge(
     actor: &str,
     report: &mut ImportReport,
 ) -> Result<()> {
-    use crate::store::retention::{NewPurge, PurgeEnd, Tombstone};
+    use crate::store::rows::{NewPurge, PurgeEnd, Tombstone};
     let mut carried: Vec<&Tombstone> = Vec::new();
     for (i, t) in p.tombstones.iter().enumerate() {
         let s = &t.session;

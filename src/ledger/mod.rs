@@ -72,7 +72,7 @@ use std::path::{Path, PathBuf};
 /// (≈ 20 MiB of WAL), five times SQLite's default, so that each hot page is
 /// copied once per 5,000 WAL pages instead of many times (as fast as 10,000
 /// in BENCHMARKS.md). The checkpoint runs on a helper thread, outside every
-/// caller's COMMIT (`store::checkpointer`), so no call waits for the copy;
+/// caller's COMMIT (the SQLite store's checkpointer), so no call waits for the copy;
 /// only a WAL at twice this (the helper behind) is checkpointed inline.
 pub const WAL_CHECKPOINT_PAGES_NORMAL: u32 = 5_000;
 
@@ -136,7 +136,7 @@ impl std::fmt::Debug for LedgerOptions {
         let path = self
             .path
             .as_ref()
-            .map(|p| store::postgres::location::redacted(&p.to_string_lossy()));
+            .map(|p| store::redacted_location(&p.to_string_lossy()));
         f.debug_struct("LedgerOptions")
             .field("path", &path)
             .field("busy_timeout_ms", &self.busy_timeout_ms)

@@ -21,7 +21,7 @@
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::SessionStatus;
-use crate::store::retention::{NewPurge, PurgeCandidate, PurgeEnd, PurgeScan, Tombstone};
+use crate::store::rows::{NewPurge, PurgeCandidate, PurgeEnd, PurgeScan, Tombstone};
 use crate::store::Tx;
 use serde::Serialize;
 

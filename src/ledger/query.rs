@@ -2,7 +2,7 @@
 
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::store::query::{self as sql, QueryResult};
+use crate::store::rows::{QueryResult, QUERY_TIMEOUT_MS};
 
 impl Ledger {
     /// Runs one read-only SQL statement on a connection opened with
@@ -19,7 +19,7 @@ impl Ledger {
     /// that runs longer; a result over 100,000 rows is refused rather than
     /// cut short.
     pub fn query(&self, text: &str, timeout_ms: Option<u64>) -> Result<QueryResult> {
-        let timeout_ms = timeout_ms.unwrap_or(sql::TIMEOUT_MS);
+        let timeout_ms = timeout_ms.unwrap_or(QUERY_TIMEOUT_MS);
         if !(1..=3_600_000).contains(&timeout_ms) {
             return Err(Error::invalid("timeout_ms", "must be from 1 to 3600000"));
         }

@@ -208,10 +208,10 @@ impl Ledger {
     /// purged ancestors, with just those tombstones), rendered, each with
     /// its tombstone count.
     fn audit_lines(&self, ids: &[String]) -> Result<Vec<(String, u64)>> {
-        use crate::store::retention::Tombstone;
+        use crate::store::rows::Tombstone;
         use std::collections::BTreeMap;
-        let render = |p: &crate::store::retention::PurgeRow,
-                      end: Option<&crate::store::retention::PurgeEndRow>,
+        let render = |p: &crate::store::rows::PurgeRow,
+                      end: Option<&crate::store::rows::PurgeEndRow>,
                       t: &[Tombstone]| {
             jsonl::render_purge(p, end, t)
                 .map(|l| (l, t.len() as u64))

@@ -2,7 +2,7 @@
 //! AgentSessionManager's `Run`), and session budgets (Amber's).
 //!
 //! Plain data only: the transition table lives here, the SQL in
-//! `store::runs`, the behaviour in `ledger::runs`.
+//! `store::sqlite::sql::runs` and the PostgreSQL twin, the behaviour in `ledger::runs`.
 
 use super::event::EventType;
 use super::ids::parse_prefixed_id;

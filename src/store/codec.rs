@@ -1,28 +1,11 @@
-//! Column ↔ Rust value mapping: the one place that decodes rows.
+//! Stored values ↔ Rust values, whichever backend read them: JSON column
+//! text as a compact raw value, tag lists, a hash chain's link. Each backend's own row readers
+//! (`sqlite::codec`, the PostgreSQL `sql` modules) hand their text here.
 //!
-//! SQLite does not check that TEXT is valid UTF-8, so text is decoded lossily
-//! (bad bytes become U+FFFD, CASES C18) and embedded NULs are kept (C19).
-//! A JSON column that no longer parses (edited by hand) is returned as a JSON
-//! string holding its text rather than failing the whole read.
+//! A JSON column that no longer parses (edited by hand) is returned as a
+//! JSON string holding its text rather than failing the whole read.
 
-use rusqlite::types::ValueRef;
-use rusqlite::Row;
 use serde_json::value::RawValue;
-
-/// Reads an optional TEXT column, lossily.
-pub fn opt_text(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match row.get_ref(idx)? {
-        ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        ValueRef::Integer(i) => Some(i.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-    })
-}
-
-/// Reads a TEXT column that should not be NULL (NULL reads as "").
-pub fn text(row: &Row<'_>, idx: usize) -> rusqlite::Result<String> {
-    Ok(opt_text(row, idx)?.unwrap_or_default())
-}
 
 fn fallback_raw(text: String) -> Box<RawValue> {
     let quoted = serde_json::to_string(&text).unwrap_or_else(|_| "null".to_owned());
@@ -61,12 +44,6 @@ fn is_compact(text: &str) -> bool {
     true
 }
 
-/// Reads an optional JSON column as a raw value, always compact (so `--json`
-/// output stays one line even after a hand edit added line breaks).
-pub fn opt_json(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<Box<RawValue>>> {
-    Ok(opt_text(row, idx)?.map(json_of_text))
-}
-
 /// A JSON column's text as a raw value, always compact; text that does not
 /// parse becomes a JSON string holding it. Driver-free: every backend reads
 /// its JSON columns through this.
@@ -85,14 +62,22 @@ pub fn json_of_text(t: String) -> Box<RawValue> {
     }
 }
 
-/// Reads a JSON array of strings (tags); anything else reads as empty.
-pub fn string_list(row: &Row<'_>, idx: usize) -> rusqlite::Result<Vec<String>> {
-    Ok(opt_text(row, idx)?.map(list_of_text).unwrap_or_default())
-}
-
 /// A JSON array of strings' text as the strings; anything else is empty.
 pub fn list_of_text(t: String) -> Vec<String> {
     serde_json::from_str::<Vec<String>>(&t).unwrap_or_default()
+}
+
+/// The `prev_hash` for an event after one whose hash is `prev` (`None`
+/// before a session's first event: [`crate::chain::GENESIS`]). Stored hashes are 32
+/// bytes (a CHECK constraint); anything else is copied in as far as it goes,
+/// so the insert trigger refuses the link rather than this code panicking.
+pub fn chain_link(prev: Option<&[u8]>) -> [u8; 32] {
+    let mut out = crate::chain::GENESIS;
+    if let Some(p) = prev {
+        let n = p.len().min(32);
+        out[..n].copy_from_slice(&p[..n]);
+    }
+    out
 }
 
 #[cfg(test)]

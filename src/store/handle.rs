@@ -9,9 +9,9 @@
 use super::postgres::location::is_url;
 use super::postgres::store::PgStore;
 use super::rows::ListQuery;
-use super::sqlite_store::{SqliteOpen, SqliteStore};
 use super::{SyncMode, Tx};
 use crate::error::{Error, Result};
+use crate::store::sqlite::store::{SqliteOpen, SqliteStore};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -232,7 +232,7 @@ impl Store {
     /// # Errors
     /// INVALID_ARGUMENT (a statement that would write or the engine
     /// rejects); STORE_BUSY; STORE_IO; STORE_UNAVAILABLE.
-    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<super::query::QueryResult> {
+    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::rows::QueryResult> {
         match self {
             Store::Sqlite(s) => s.query(text, timeout_ms),
             Store::Postgres(p) => p.query(text, timeout_ms),

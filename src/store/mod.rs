@@ -4,47 +4,65 @@
 //! inside one transaction — rows in ([`rows`]), model values out — each
 //! owning its SQL and its parameters. The ledger decides (validation,
 //! redaction, the state machine, the hash chain, the diagnosis of a refused
-//! write); the store executes. A backend implements `Tx` over its own
-//! transaction type; the SQLite one is [`sqlite_tx::SqliteTx`].
+//! write); the store executes. [`Store`] ([`handle`]) is one open database
+//! whichever backend holds it.
 //!
-//! The SQL of SQLite lives in the modules below, one per table group, as
-//! `const` statements next to their row mappers.
+//! Laid out by backend, the two mirroring each other file for file where
+//! they do the same job:
+//!
+//! | job                                   | SQLite ([`sqlite`])  | PostgreSQL ([`postgres`]) |
+//! |---------------------------------------|----------------------|---------------------------|
+//! | the open database, its transactions   | `store.rs`           | `store.rs`                |
+//! | `impl Tx` over one transaction        | `tx.rs`              | `tx.rs`, `tx/interface.rs`|
+//! | the SQL, one module per table group   | `sql/`               | `sql/`                    |
+//! | schema migrations                     | `migrate.rs`         | `migrate.rs`              |
+//! | `logbook sql`                         | `query.rs`           | `query.rs`                |
+//! | `doctor`'s backend checks             | `admin.rs` (+backup) | `doctor.rs`               |
+//! | reading the driver's values           | `codec.rs`           | `sql/mod.rs` (`col`)      |
+//! | where the database is                 | `open.rs`, `files.rs`| `location.rs`, `tls.rs`   |
+//! | errors classified                     | `crate::error`       | `errors.rs`               |
+//!
+//! SQLite alone has a writer queue (`writelock.rs`), busy waits (`busy.rs`),
+//! WAL checkpoints (`checkpointer.rs`) and a transaction helper (`txn.rs`).
+//! The ledger names neither backend module: what it needs of one (a file's
+//! checks, a server's facts) is re-exported here.
 
-pub mod admin;
-pub mod budgets;
-pub mod busy;
-pub mod chain;
-pub mod checkpointer;
 pub mod codec;
-pub mod events;
-pub mod feed;
-pub mod files;
 pub mod handle;
-pub mod list;
-pub mod migrate;
-pub mod open;
 pub mod postgres;
-pub mod query;
-pub mod retention;
 pub mod rows;
-pub mod runs;
-pub mod sessions;
-pub mod sqlite_store;
-pub mod sqlite_tx;
-pub mod transfer;
-pub mod tx;
-pub mod workflow;
-pub mod writelock;
+pub mod sqlite;
 
 pub use handle::{OpenOptions, Store};
-pub use open::{open, StoreConfig, SyncMode};
+pub use sqlite::open::{open, StoreConfig, SyncMode};
+
+// What the ledger uses of one backend, so that it names neither backend
+// module: SQLite's files (doctor's file checks, backup, the outputs that
+// must not overwrite the database) and a server's location and triggers
+// (doctor on a server).
+pub use postgres::doctor::{expected_triggers, PgFacts};
+pub use postgres::location::redacted as redacted_location;
+pub use sqlite::admin::{Drift, DriftKind};
+pub(crate) use sqlite::files::check_sqlite_name;
+pub use sqlite::files::DbFiles;
+pub(crate) use sqlite::open::{companion, create_private_dirs, header_says_wal, wal_has_frames};
+pub use sqlite::open::{JOURNAL_SIZE_LIMIT_BYTES, SQLITE_DEFAULT_CACHE_KIB, WAL_MISMATCH};
+pub use sqlite::store::SqliteStore;
+
+/// The newest schema version this binary knows: the highest `V<N>` in
+/// `migrations/sqlite/` and in `migrations/postgres/`, which have the same
+/// versions. A constant so that opening a current database never builds
+/// refinery's runner (which compiles a regex per process, about 1 ms of a
+/// CLI call); `latest_version_matches_the_embedded_migrations` pins it, and
+/// `postgres_migrations_end_at_the_shared_latest_version` the server's.
+pub const LATEST_VERSION: i64 = 8;
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, SessionStatus, Usage};
-use retention::{NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, Tombstone};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
-    NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
+    NewGate, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, SessionRows,
+    SessionState, SnapshotRow, StoredEvent, StoredRef, Tombstone, WorkflowRows,
 };
 
 /// Which sessions a guarded UPDATE may change: those whose status is one of
@@ -444,7 +462,7 @@ pub trait Tx {
     /// The first event of no session: its session id and seq.
     fn first_orphan_event(&mut self) -> Result<Option<(String, i64)>>;
     /// The session's snapshots beside their events' records.
-    fn snapshot_links(&mut self, id: &str) -> Result<Vec<chain::SnapshotLink>>;
+    fn snapshot_links(&mut self, id: &str) -> Result<Vec<rows::SnapshotLink>>;
     /// The first checkpoint event whose recorded snapshot is gone.
     fn first_missing_snapshot(&mut self, id: &str) -> Result<Option<i64>>;
 
@@ -512,9 +530,9 @@ pub trait Tx {
     /// transaction; `None` once it is gone. On PostgreSQL this first takes
     /// its row FOR UPDATE, so a create under it (which holds the parent FOR
     /// KEY SHARE) is either seen here or waits for the purge.
-    fn purge_recheck(&mut self, id: &str) -> Result<Option<retention::PurgeRecheck>>;
+    fn purge_recheck(&mut self, id: &str) -> Result<Option<rows::PurgeRecheck>>;
     /// Records how a purge ended.
-    fn insert_purge_end(&mut self, e: &retention::PurgeEnd) -> Result<()>;
+    fn insert_purge_end(&mut self, e: &rows::PurgeEnd) -> Result<()>;
     /// Every unfinished purge: `(purge_id, filter)`, oldest first.
     fn open_purges_any(&mut self) -> Result<Vec<(i64, String)>>;
     /// Session ids of up to `limit` tombstones whose session incarnation
@@ -533,12 +551,12 @@ pub trait Tx {
         &mut self,
         after: i64,
         limit: usize,
-    ) -> Result<Vec<(retention::PurgeRow, Option<retention::PurgeEndRow>)>>;
+    ) -> Result<Vec<(rows::PurgeRow, Option<rows::PurgeEndRow>)>>;
     /// One purge record with its end.
     fn purge_row(
         &mut self,
         purge_id: i64,
-    ) -> Result<Option<(retention::PurgeRow, Option<retention::PurgeEndRow>)>>;
+    ) -> Result<Option<(rows::PurgeRow, Option<rows::PurgeEndRow>)>>;
     /// The id of a purge record equal to `p` in every column (a record
     /// imported again).
     fn find_purge_like(&mut self, p: &NewPurge<'_>) -> Result<Option<i64>>;

@@ -18,7 +18,7 @@ use super::{
 use crate::clock::parse_time;
 use crate::model::{ActorType, SessionStatus, Usage};
 use crate::redact::redact;
-use crate::store::transfer::{EventRow, SessionRows};
+use crate::store::rows::{EventRow, SessionRows};
 use crate::validate::{self as v, Lines};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};

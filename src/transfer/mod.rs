@@ -3,7 +3,7 @@
 //! See `docs/import-export.md` for the formats and mappings.
 //!
 //! This module parses, validates and redacts input into the store's
-//! [`SessionRows`](crate::store::transfer::SessionRows) and renders
+//! [`SessionRows`](crate::store::rows::SessionRows) and renders
 //! sessions in the export formats. It holds no SQL and opens no database;
 //! the `Ledger` methods in `ledger::transfer` drive it.
 
@@ -19,7 +19,7 @@ pub(crate) use timeline::check_timeline;
 use crate::error::Error;
 use crate::model::SessionStatus;
 use crate::redact::redact;
-use crate::store::transfer::SessionRows;
+use crate::store::rows::SessionRows;
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use std::fmt;

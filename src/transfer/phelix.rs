@@ -9,7 +9,7 @@ use super::{check_rows, event_type_ok, opt_name, opt_text, status, Bad};
 use crate::model::session::{PHELIX_CHECKPOINT_KEY, PHELIX_METADATA_KEY};
 use crate::model::{Session, SessionStatus, Usage};
 use crate::redact::redact;
-use crate::store::transfer::{EventRow, RefRow, SessionRows, StoredEvent};
+use crate::store::rows::{EventRow, RefRow, SessionRows, StoredEvent};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::json;

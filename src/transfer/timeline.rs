@@ -12,7 +12,7 @@
 
 use super::Bad;
 use crate::model::SessionStatus;
-use crate::store::transfer::{EventRow, SessionRows};
+use crate::store::rows::{EventRow, SessionRows};
 
 /// The statuses an event of this type leaves its session in, when its
 /// type says so; `None` for an event that does not set the status.

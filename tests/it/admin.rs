@@ -51,11 +51,7 @@ fn doctor_passes_a_healthy_database() {
             d["sessions"].as_i64(),
             d["events"].as_i64()
         ),
-        (
-            Some(logbook::store::migrate::LATEST_VERSION),
-            Some(1),
-            Some(2)
-        )
+        (Some(logbook::store::LATEST_VERSION), Some(1), Some(2))
     );
     assert_eq!(d["page_size"], 4096);
     let r = env.run(&["doctor"]);
@@ -271,7 +267,7 @@ fn doctor_notices_a_dropped_trigger() {
 fn doctor_reports_user_version_and_history_disagreeing() {
     let env = TestEnv::new();
     env.create("a");
-    let latest = logbook::store::migrate::LATEST_VERSION;
+    let latest = logbook::store::LATEST_VERSION;
     env.sql()
         .execute(
             "DELETE FROM refinery_schema_history WHERE version = ?1",

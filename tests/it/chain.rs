@@ -320,8 +320,8 @@ fn c25_a_v1_database_upgrades_keeping_every_row() {
     assert_eq!(
         (ver, hist, ic.as_str(), unhashed),
         (
-            logbook::store::migrate::LATEST_VERSION,
-            logbook::store::migrate::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
             "ok",
             0
         )

@@ -284,7 +284,7 @@ fn newer_schema_exit_6_untouched() {
     assert_eq!(err["details"]["found"], 99);
     assert_eq!(
         err["details"]["supported"],
-        logbook::store::migrate::LATEST_VERSION
+        logbook::store::LATEST_VERSION
     );
     assert_eq!(std::fs::read(env.path()).unwrap(), before);
     let history: i64 = env
@@ -293,7 +293,7 @@ fn newer_schema_exit_6_untouched() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(history, logbook::store::migrate::LATEST_VERSION);
+    assert_eq!(history, logbook::store::LATEST_VERSION);
 }
 
 /// docs/design.md, "Database files": a newer schema recorded only in refinery's history (a newer
@@ -304,7 +304,7 @@ fn newer_schema_exit_6_untouched() {
 fn newer_schema_in_refinery_history_only_exit_6_untouched() {
     let env = TestEnv::new();
     let id = env.create("t");
-    let next = logbook::store::migrate::LATEST_VERSION + 1;
+    let next = logbook::store::LATEST_VERSION + 1;
     {
         let c = env.sql();
         c.execute(
@@ -327,7 +327,7 @@ fn newer_schema_in_refinery_history_only_exit_6_untouched() {
         assert_eq!(err["details"]["found"], next, "{args:?}");
         assert_eq!(
             err["details"]["supported"],
-            logbook::store::migrate::LATEST_VERSION
+            logbook::store::LATEST_VERSION
         );
     }
     assert_eq!(std::fs::read(env.path()).unwrap(), before);

@@ -182,7 +182,7 @@ fn many_processes_create_a_brand_new_db_at_once() {
 
 /// Long-lived library writers (one `Ledger` per process, as an agent runs
 /// it) stream checkpoints into one session at once, queued on the writer
-/// lock (`store::writelock`): every write lands exactly once, in each
+/// lock (`store::sqlite::writelock`): every write lands exactly once, in each
 /// process's own order, with rev and seqs contiguous — and every process
 /// gets the lock, or it would not finish.
 #[test]

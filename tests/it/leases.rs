@@ -375,7 +375,7 @@ fn the_lease_lookup_is_never_reprepared() {
     for i in 0..6 {
         {
             let mut st = c
-                .prepare_cached(logbook::store::workflow::SELECT_LEASE)
+                .prepare_cached(logbook::store::sqlite::sql::workflow::SELECT_LEASE)
                 .unwrap();
             let mut rows = st.query([&ids[i % 3]]).unwrap();
             while rows.next().unwrap().is_some() {}
@@ -386,7 +386,7 @@ fn the_lease_lookup_is_never_reprepared() {
         .unwrap();
     }
     let st = c
-        .prepare_cached(logbook::store::workflow::SELECT_LEASE)
+        .prepare_cached(logbook::store::sqlite::sql::workflow::SELECT_LEASE)
         .unwrap();
     assert_eq!(st.get_status(StatementStatus::RePrepare), 0);
 }

@@ -222,7 +222,7 @@ sqlite_only! {
 fn an_idle_server_and_a_pinning_reader_do_not_grow_the_wal_for_good() {
     use logbook::{CheckpointRequest, Ledger, LedgerOptions, Mutation, SyncMode};
     let env = TestEnv::new();
-    let limit = u64::try_from(logbook::store::open::JOURNAL_SIZE_LIMIT_BYTES).unwrap();
+    let limit = u64::try_from(logbook::store::sqlite::open::JOURNAL_SIZE_LIMIT_BYTES).unwrap();
     let mut wal = env.db.clone().into_os_string();
     wal.push("-wal");
     let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);

@@ -3,7 +3,7 @@
 //! SQLite's checksums unchanged by the move (docs/design.md, "Backends"), so every database
 //! created before it still opens.
 
-use logbook::store::migrate::{embedded, LATEST_VERSION};
+use logbook::store::sqlite::migrate::{embedded, LATEST_VERSION};
 
 /// refinery's checksums of SQLite's migrations, as the binary before the
 /// move to `migrations/sqlite/` recorded them in `refinery_schema_history`.

@@ -137,3 +137,85 @@ fn every_design_citation_names_an_existing_heading() {
         bad.join("\n")
     );
 }
+
+/// The store is laid out by backend (`src/store/mod.rs`): the interface,
+/// its rows and the driver-free helpers at the top, SQLite's code under
+/// `sqlite/`, PostgreSQL's under `postgres/`, and the two mirror each other
+/// where they do the same job.
+#[test]
+fn the_store_is_laid_out_by_backend() {
+    let store = root().join("src/store");
+    let mut top: Vec<String> = fs::read_dir(&store)
+        .expect("src/store")
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    top.sort();
+    assert_eq!(
+        top,
+        [
+            "codec.rs",
+            "handle.rs",
+            "mod.rs",
+            "postgres",
+            "rows.rs",
+            "sqlite"
+        ],
+        "src/store holds the interface and the two backend folders only"
+    );
+    for both in [
+        "mod.rs",
+        "store.rs",
+        "tx.rs",
+        "migrate.rs",
+        "query.rs",
+        "sql/mod.rs",
+        "sql/sessions.rs",
+        "sql/events.rs",
+        "sql/runs.rs",
+        "sql/workflow.rs",
+        "sql/list.rs",
+        "sql/feed.rs",
+        "sql/chain.rs",
+        "sql/transfer.rs",
+        "sql/retention.rs",
+    ] {
+        for backend in ["sqlite", "postgres"] {
+            assert!(
+                store.join(backend).join(both).is_file(),
+                "src/store/{backend}/{both} is missing: the backends mirror each other"
+            );
+        }
+    }
+}
+
+/// The ledger decides and the store executes: no code line under
+/// `src/ledger/` names a backend module (what it needs of one is
+/// re-exported by `store`).
+#[test]
+fn the_ledger_names_no_backend_module() {
+    let mut files = Vec::new();
+    collect(&root().join("src/ledger"), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if code.contains("store::sqlite") || code.contains("store::postgres") {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, code));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the ledger names a backend module:\n{}",
+        found.join("\n")
+    );
+}

@@ -51,7 +51,7 @@ sqlite_only! {
 /// across changing bindings (see `hot_statements_are_never_reprepared`).
 #[test]
 fn run_statements_prepare_and_are_never_reprepared() {
-    use logbook::store::{budgets as b, runs as r};
+    use logbook::store::sqlite::sql::{budgets as b, runs as r};
     use rusqlite::{params, StatementStatus};
     let env = TestEnv::new();
     let s = env.create("a");
@@ -154,8 +154,8 @@ fn a_v2_database_upgrades_to_runs_and_keeps_its_rows() {
     assert_eq!(
         (ver, hist, ic.as_str()),
         (
-            logbook::store::migrate::LATEST_VERSION,
-            logbook::store::migrate::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
             "ok"
         )
     );

@@ -203,7 +203,7 @@ fn every_sql_const_prepares() {
     let env = TestEnv::new();
     env.create("t");
     let c = env.sql();
-    use logbook::store::{events as e, sessions as s};
+    use logbook::store::sqlite::sql::{events as e, sessions as s};
     // The guarded UPDATE of every verb, as the write kernel builds it.
     let updates: Vec<String> = logbook::model::Verb::VARIANTS
         .iter()
@@ -212,7 +212,7 @@ fn every_sql_const_prepares() {
                 from: v.allowed_from(),
                 rev: Some(1),
             };
-            logbook::store::sqlite_tx::session_update("x", guard, &Default::default()).0
+            logbook::store::sqlite::tx::session_update("x", guard, &Default::default()).0
         })
         .collect();
     for sql in updates.iter().map(String::as_str).chain([
@@ -295,8 +295,8 @@ except sqlite3.DatabaseError as e:
 /// join or a partial index would make SQLite recompile it on every call).
 #[test]
 fn hot_statements_are_never_reprepared() {
-    use logbook::store::list::{build, ListQuery, Order};
-    use logbook::store::{events as e, sessions as s};
+    use logbook::store::sqlite::sql::list::{build, ListQuery, Order};
+    use logbook::store::sqlite::sql::{events as e, sessions as s};
     use rusqlite::{params_from_iter, types::Value, StatementStatus};
     let env = TestEnv::new();
     let ids: Vec<String> = (0..4)
@@ -355,7 +355,7 @@ fn hot_statements_are_never_reprepared() {
     ));
     cases.push((s::SELECT_REFS.into(), Box::new(move |i| vec![id_at(i)])));
     // The rest of `session show`'s path.
-    use logbook::store::workflow as w;
+    use logbook::store::sqlite::sql::workflow as w;
     for sql in [w::SELECT_PENDING_GATE, w::SELECT_LEASE, w::SELECT_CHILDREN] {
         cases.push((sql.into(), Box::new(move |i| vec![id_at(i)])));
     }
@@ -409,7 +409,7 @@ fn hot_statements_are_never_reprepared() {
 #[test]
 fn conditional_updates_are_never_reprepared() {
     use logbook::model::{SessionStatus, Usage, Verb};
-    use logbook::store::sqlite_tx::session_update;
+    use logbook::store::sqlite::tx::session_update;
     use logbook::store::{SessionChange, SessionGuard};
     use rusqlite::StatementStatus;
     let env = TestEnv::new();

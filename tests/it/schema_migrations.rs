@@ -73,7 +73,7 @@ fn migrations_folder_matches_the_embedded_list() {
         assert!(v > last, "migration versions must increase");
         last = v;
     }
-    let embedded: Vec<String> = logbook::store::migrate::embedded()
+    let embedded: Vec<String> = logbook::store::sqlite::migrate::embedded()
         .iter()
         .map(|m| format!("V{}__{}.sql", m.version(), m.name()))
         .collect();
@@ -97,9 +97,9 @@ fn fresh_db_migrates_with_one_history_row_and_header() {
     assert_eq!(
         (ver, app, hist, ic.as_str(), fk),
         (
-            logbook::store::migrate::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
             0x4C47_424B,
-            logbook::store::migrate::LATEST_VERSION,
+            logbook::store::LATEST_VERSION,
             "ok",
             0
         )
@@ -137,7 +137,7 @@ fn connection_pragmas() {
     .unwrap();
     assert_eq!(l.pragma("synchronous").unwrap(), "1");
     // NORMAL: no autocheckpoint inside COMMIT; the helper thread's hook
-    // replaces it (store::checkpointer).
+    // replaces it (store::sqlite::checkpointer).
     assert_eq!(l.pragma("wal_autocheckpoint").unwrap(), "0");
 }
 
@@ -160,7 +160,7 @@ fn schema_doc_lists_every_embedded_migration() {
         .captures_iter(section)
         .map(|c| (c[1].parse().unwrap(), c[2].to_owned()))
         .collect();
-    let embedded: Vec<(i64, String)> = logbook::store::migrate::embedded()
+    let embedded: Vec<(i64, String)> = logbook::store::sqlite::migrate::embedded()
         .iter()
         .map(|m| (i64::from(m.version()), m.name().to_owned()))
         .collect();
@@ -170,7 +170,7 @@ fn schema_doc_lists_every_embedded_migration() {
     );
     assert_eq!(
         listed.last().map(|l| l.0),
-        Some(logbook::store::migrate::LATEST_VERSION)
+        Some(logbook::store::LATEST_VERSION)
     );
 }
 
@@ -180,7 +180,7 @@ fn schema_doc_lists_every_embedded_migration() {
 /// purge, so no doc says they never are.
 #[test]
 fn docs_state_the_schema_version_and_deletes_as_the_binary_has_them() {
-    let latest = logbook::store::migrate::LATEST_VERSION;
+    let latest = logbook::store::LATEST_VERSION;
     let schema = doc("docs/schema.md");
     let stated =
         regex::Regex::new(r"`PRAGMA user_version` is the newest applied migration: (\d+)").unwrap();
@@ -305,8 +305,8 @@ fn c25_first_open_under_a_held_lock_is_store_busy_and_writes_nothing() {
     assert_eq!(
         hist,
         (
-            logbook::store::migrate::LATEST_VERSION,
-            logbook::store::migrate::LATEST_VERSION
+            logbook::store::LATEST_VERSION,
+            logbook::store::LATEST_VERSION
         )
     );
     let ic: String = c

@@ -141,7 +141,9 @@ fn one_session_reads_use_an_index_and_no_temp_btree() {
     let env = TestEnv::new();
     env.create("t");
     let c = env.sql();
-    use logbook::store::{events as e, retention as t, runs as r, sessions as s, workflow as w};
+    use logbook::store::sqlite::sql::{
+        events as e, retention as t, runs as r, sessions as s, workflow as w,
+    };
     for sql in [
         t::PURGED_CHILDREN,
         w::SELECT_SNAPSHOT_RECORD,

@@ -351,7 +351,7 @@ fn v2_fixture_upgrades_to_v4_and_the_workflow_verbs_work() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    let latest = logbook::store::migrate::LATEST_VERSION;
+    let latest = logbook::store::LATEST_VERSION;
     assert_eq!((ver, hist, ic.as_str()), (latest, latest, "ok"));
     let s: String = c
         .query_row(

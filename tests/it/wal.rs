@@ -4,7 +4,7 @@
 //! MCP server's share of C14 is in `mcp_server.rs`.)
 
 use crate::common::*;
-use logbook::store::open::JOURNAL_SIZE_LIMIT_BYTES;
+use logbook::store::sqlite::open::JOURNAL_SIZE_LIMIT_BYTES;
 use logbook::{Ledger, LedgerOptions, ListSessions, Mutation};
 use std::fs;
 use std::path::Path;

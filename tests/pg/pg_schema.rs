@@ -6,8 +6,8 @@
 //! error. The raw-SQL invariants are in `pg_triggers`.
 
 use crate::pg::{connect, pg_test_db, with_database, with_user, PgDb};
-use logbook::store::migrate::LATEST_VERSION;
 use logbook::store::postgres::migrate::{migrate, MIGRATION_LOCK_KEY};
+use logbook::store::LATEST_VERSION;
 use logbook::ErrorCode;
 use std::collections::BTreeMap;
 

@@ -58,7 +58,7 @@ fn pg_doctor_checks_schema_triggers_chain_and_server() {
         (d["sessions"].as_i64(), d["events"].as_i64()),
         (Some(1), Some(2))
     );
-    assert_eq!(d["schema_version"], logbook::store::migrate::LATEST_VERSION);
+    assert_eq!(d["schema_version"], logbook::store::LATEST_VERSION);
     assert_eq!(
         d["checks"][1]["detail"],
         "48 trigger(s) present and enabled"

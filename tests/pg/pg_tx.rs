@@ -14,8 +14,8 @@
 
 use crate::pg::{pg_test_db, PgDb};
 use logbook::store::postgres::tx::{Failure, PgTx};
-use logbook::store::sqlite_tx::SqliteTx;
-use logbook::store::tx::Txn;
+use logbook::store::sqlite::tx::SqliteTx;
+use logbook::store::sqlite::txn::Txn;
 use logbook::store::{FeedPos, FeedScan, StoreConfig, SyncMode, Tx};
 use std::fmt::Debug;
 

@@ -1,7 +1,7 @@
 //! What `purge` reports (docs/design.md, "Retention"): the plan of a dry run, a purge's
 //! progress, what a run did, and what happened to the space.
 
-use crate::store::retention::PurgeProgress;
+use crate::store::rows::PurgeProgress;
 use serde::Serialize;
 
 /// One session a purge chooses (or removed).

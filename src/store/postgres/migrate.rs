@@ -32,7 +32,7 @@
 //! `current_schema()`), never the connection string.
 
 use crate::error::{Error, Result};
-use crate::store::migrate::LATEST_VERSION;
+use crate::store::sqlite::migrate::LATEST_VERSION;
 use ::postgres::types::Type;
 use ::postgres::Client;
 
@@ -464,7 +464,7 @@ mod tests {
         let list = embedded();
         let versions: Vec<i64> = list.iter().map(|m| i64::from(m.version())).collect();
         assert_eq!(versions, (1..=LATEST_VERSION).collect::<Vec<_>>());
-        let sqlite: Vec<String> = crate::store::migrate::embedded()
+        let sqlite: Vec<String> = crate::store::sqlite::migrate::embedded()
             .iter()
             .map(|m| m.name().to_owned())
             .collect();

@@ -13,7 +13,7 @@
 
 use super::errors::{classify, Class};
 use crate::error::{Error, Result};
-use crate::store::query::{QueryResult, MAX_ROWS};
+use crate::store::rows::{QueryResult, QUERY_MAX_ROWS};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, Type};
 use postgres::Client;
@@ -230,7 +230,7 @@ pub fn run(
         .map_err(|e| refused(&e, location))?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(|e| refused(&e, location))? {
-        if out.len() == MAX_ROWS {
+        if out.len() == QUERY_MAX_ROWS {
             return Err(Error::invalid(
                 "sql",
                 "returns more than 100,000 rows; add a LIMIT or narrow the WHERE",

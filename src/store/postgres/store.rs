@@ -530,7 +530,7 @@ impl PgStore {
     ///
     /// # Errors
     /// As [`super::query::run`].
-    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::query::QueryResult> {
+    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::rows::QueryResult> {
         self.with_client(|client, place| super::query::run(client, text, timeout_ms, place))
     }
 }

@@ -8,7 +8,7 @@
 use super::super::json::Obj;
 use super::super::Bad;
 use super::parse::unknown_key;
-use crate::store::retention::{PurgeCandidate, PurgeEndRow, PurgeRow, Tombstone};
+use crate::store::rows::{PurgeCandidate, PurgeEndRow, PurgeRow, Tombstone};
 use serde::Serialize;
 use serde_json::value::RawValue;
 

@@ -146,7 +146,7 @@ struct LineSession<'a> {
     gates: Vec<LineGate<'a>>,
 }
 
-/// Stored JSON text (compact, as `store::transfer` reads it) as a raw value.
+/// Stored JSON text (compact, as the store reads it) as a raw value.
 fn raw(text: &str) -> serde_json::Result<&RawValue> {
     serde_json::from_str(text)
 }

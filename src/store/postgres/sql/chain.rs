@@ -1,4 +1,4 @@
-//! SQL for `verify` (PostgreSQL; SQLite's is `store/chain.rs`): walking
+//! SQL for `verify` (PostgreSQL; SQLite's is `sqlite/sql/chain.rs`): walking
 //! the hash chain in pages, the sessions page, the orphan and snapshot
 //! checks. JSON paths are read with `json #>` and decoded as SQLite's
 //! `json_extract` gives them ([`super::extracted_text`]).
@@ -6,8 +6,8 @@
 use super::super::tx::PgTx;
 use super::{col, extracted_int, extracted_string, int};
 use crate::error::Result;
-use crate::store::chain::SnapshotLink;
 use crate::store::rows::ChainRow;
+use crate::store::rows::SnapshotLink;
 use postgres::types::Type;
 use postgres::Row;
 

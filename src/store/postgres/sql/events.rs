@@ -1,14 +1,15 @@
 //! SQL for `events` and `idempotency_keys` (PostgreSQL; SQLite's is
-//! `store/events.rs`): append with the chain link, replay, key look-ups.
+//! `sqlite/sql/events.rs`): append with the chain link, replay, key look-ups.
 
 use super::super::errors::is_unique_violation;
 use super::super::tx::{Failure, PgTx};
 use super::{col, extracted_text};
 use crate::error::{Error, LatestEvent, Result};
 use crate::model::{ActorType, Event};
+use crate::store::codec::chain_link;
 use crate::store::codec::json_of_text;
-use crate::store::events::{chain_link, key_sha256};
 use crate::store::rows::{KeyHit, NewEvent};
+use crate::store::sqlite::sql::events::key_sha256;
 use postgres::types::Type;
 use postgres::Row;
 

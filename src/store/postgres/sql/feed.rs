@@ -1,4 +1,4 @@
-//! SQL for the global feed (PostgreSQL; SQLite's is `store/feed.rs`;
+//! SQL for the global feed (PostgreSQL; SQLite's is `sqlite/sql/feed.rs`;
 //! `docs/postgres.md`, "The feed").
 //!
 //! An event id is drawn from a sequence before COMMIT, so ids become

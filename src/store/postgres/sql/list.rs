@@ -1,4 +1,4 @@
-//! SQL for `session list` (PostgreSQL; SQLite's is `store/list.rs`): fixed
+//! SQL for `session list` (PostgreSQL; SQLite's is `sqlite/sql/list.rs`): fixed
 //! fragments, every value a `$N` parameter, one statement per page.
 //!
 //! The order is `ORDER BY ts DESC, s.insert_seq DESC` (`ts` the created or

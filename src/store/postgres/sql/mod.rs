@@ -1,5 +1,5 @@
 //! The SQL of the PostgreSQL store, one module per table group as on
-//! SQLite (`store/sessions.rs`, `store/events.rs`, …): `const` statements
+//! SQLite (`sqlite/sql/sessions.rs`, `sqlite/sql/events.rs`, …): `const` statements
 //! next to their row mappers, run by [`super::tx::PgTx`].
 //!
 //! Every statement is sent with `query_typed` / `execute_typed`: an

@@ -1,4 +1,4 @@
-//! SQL for retention (PostgreSQL; SQLite's is `store/retention.rs`, whose
+//! SQL for retention (PostgreSQL; SQLite's is `sqlite/sql/retention.rs`, whose
 //! row types these fill): purge candidates, purge records, tombstones and
 //! a purged session's deletes. The tombstone's `tx_id` is the column's
 //! default, `pg_current_xact_id()`: the delete triggers allow exactly the
@@ -7,7 +7,7 @@
 use super::super::tx::PgTx;
 use super::{col, int};
 use crate::error::Result;
-use crate::store::retention::{
+use crate::store::rows::{
     NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
     PurgeScan, PurgedChildRow, Tombstone,
 };

@@ -1,4 +1,4 @@
-//! SQL for `runs` (PostgreSQL; SQLite's is `store/runs.rs`): insert, the
+//! SQL for `runs` (PostgreSQL; SQLite's is `sqlite/sql/runs.rs`): insert, the
 //! per-verb guarded UPDATEs (statuses as literals), reads in creation
 //! order.
 

@@ -1,5 +1,5 @@
 //! SQL for `sessions`, `session_data`, `session_tags` and `session_refs`
-//! (PostgreSQL; SQLite's is `store/sessions.rs`).
+//! (PostgreSQL; SQLite's is `sqlite/sql/sessions.rs`).
 //!
 //! A whole session is one statement here: its row, its data, its latest
 //! checkpoint's event and its references joined in (SQLite reads them one
@@ -267,7 +267,7 @@ pub fn try_insert_session(
 }
 
 /// The guarded session UPDATE's SQL and parameters ($1 id, $2 now), as
-/// SQLite's `sqlite_tx::session_update` builds it: `rev + 1`,
+/// SQLite's `sqlite::tx::session_update` builds it: `rev + 1`,
 /// `updated_at_ms` moved (never backwards), the change's columns, only
 /// where the status is one of the guard's (literals from the enum) — and
 /// the rev is the guard's, when it has one.
@@ -370,7 +370,7 @@ pub fn update_session(
     let next = super::events::NextEvent {
         seq: col(r, 0)?,
         at_ms: col(r, 1)?,
-        prev: crate::store::events::chain_link(col::<Option<&[u8]>>(r, 2)?),
+        prev: crate::store::codec::chain_link(col::<Option<&[u8]>>(r, 2)?),
     };
     tx.keep_next_event(id, next);
     Ok(true)

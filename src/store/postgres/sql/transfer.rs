@@ -1,5 +1,5 @@
 //! SQL for export and import (PostgreSQL; SQLite's is
-//! `store/transfer.rs`).
+//! `sqlite/sql/transfer.rs`).
 //!
 //! Export reads a session's events a page at a time. Import inserts each
 //! table's rows of a session with one statement (`INSERT … SELECT FROM

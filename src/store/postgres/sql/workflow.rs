@@ -1,6 +1,6 @@
 //! SQL for snapshots, gates, leases and budgets, and the context update of
-//! `restore` (PostgreSQL; SQLite's are `store/workflow.rs` and
-//! `store/budgets.rs`). Lists are ordered in SQL (SQLite sorts in Rust
+//! `restore` (PostgreSQL; SQLite's are `sqlite/sql/workflow.rs` and
+//! `sqlite/sql/budgets.rs`). Lists are ordered in SQL (SQLite sorts in Rust
 //! only to keep its statements prepared).
 
 use super::super::tx::PgTx;

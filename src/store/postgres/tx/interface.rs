@@ -10,16 +10,16 @@ use super::PgTx;
 use crate::error::LatestEvent;
 use crate::error::Result;
 use crate::model::{Event, Run, Session, Usage};
-use crate::store::retention::{
-    NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
-    PurgeScan, PurgedChildRow, Tombstone,
-};
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
 };
+use crate::store::rows::{
+    NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck, PurgeRow,
+    PurgeScan, PurgedChildRow, Tombstone,
+};
 use crate::store::{
-    chain::SnapshotLink, BudgetLimits, FeedPos, FeedScan, FeedStart, RunChange, SessionChange,
+    rows::SnapshotLink, BudgetLimits, FeedPos, FeedScan, FeedStart, RunChange, SessionChange,
     SessionGuard, SessionRow, SessionsPage, Tx,
 };
 use postgres::types::Type;
@@ -479,6 +479,6 @@ impl Tx for PgTx<'_> {
     }
 
     fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>> {
-        prt::purged_children(self, &crate::store::retention::ids_json(parents)?)
+        prt::purged_children(self, &crate::store::rows::ids_json(parents)?)
     }
 }

@@ -148,7 +148,7 @@ fn wake(shared: &Arc<Shared>, path: &Path) {
 }
 
 fn run(shared: &Shared, path: &Path) {
-    let Ok(conn) = super::open::open_checkpointer(path) else {
+    let Ok(conn) = crate::store::sqlite::open::open_checkpointer(path) else {
         return;
     };
     loop {

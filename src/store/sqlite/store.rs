@@ -1,22 +1,24 @@
 //! One open SQLite database: its connection, its writer queue, its WAL
-//! checkpointer and the identity of its file — what a [`super::Store`]
+//! checkpointer and the identity of its file — what a [`crate::store::Store`]
 //! holds for a SQLite path.
 //!
 //! A `SqliteStore` owns one connection. Every write is one
 //! `BEGIN IMMEDIATE` transaction behind the writer queue
-//! ([`super::writelock`]); every multi-row read is one read transaction;
+//! ([`crate::store::sqlite::writelock`]); every multi-row read is one read transaction;
 //! between calls the connection holds no transaction, so the WAL can always
 //! checkpoint. Errors leave here as logbook's own, with the path and the
 //! busy timeout filled in.
 
-use super::checkpointer::Checkpointer;
-use super::files::{refuse_hard_links, FileId};
-use super::rows::ListQuery;
-use super::sqlite_tx::SqliteTx;
-use super::tx::Txn;
-use super::writelock::WriterLock;
-use super::{admin, list, open, query, StoreConfig, SyncMode, Tx};
+use super::sql::list;
+use super::{admin, open, query};
 use crate::error::{Error, Result};
+use crate::store::rows::ListQuery;
+use crate::store::sqlite::checkpointer::Checkpointer;
+use crate::store::sqlite::files::{refuse_hard_links, FileId};
+use crate::store::sqlite::tx::SqliteTx;
+use crate::store::sqlite::txn::Txn;
+use crate::store::sqlite::writelock::WriterLock;
+use crate::store::{StoreConfig, SyncMode, Tx};
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -262,7 +264,7 @@ impl SqliteStore {
     /// # Errors
     /// The store's.
     pub fn data_version(&self) -> Result<i64> {
-        super::feed::data_version(&self.conn).map_err(|e| self.db_err(e))
+        crate::store::sqlite::sql::feed::data_version(&self.conn).map_err(|e| self.db_err(e))
     }
 
     /// The query plan of a listing (`EXPLAIN QUERY PLAN`).
@@ -322,11 +324,11 @@ impl SqliteStore {
         let left = self.write_conn(|conn| {
             locked_at = std::time::Instant::now();
             let sql = format!("PRAGMA incremental_vacuum({pages})");
-            let mut stmt = conn.prepare(&sql).map_err(super::sqlite_tx::db)?;
-            let mut rows = stmt.query([]).map_err(super::sqlite_tx::db)?;
-            while rows.next().map_err(super::sqlite_tx::db)?.is_some() {}
+            let mut stmt = conn.prepare(&sql).map_err(crate::store::sqlite::tx::db)?;
+            let mut rows = stmt.query([]).map_err(crate::store::sqlite::tx::db)?;
+            while rows.next().map_err(crate::store::sqlite::tx::db)?.is_some() {}
             conn.pragma_query_value(None, "freelist_count", |r| r.get(0))
-                .map_err(super::sqlite_tx::db)
+                .map_err(crate::store::sqlite::tx::db)
         })?;
         Ok((left, locked_at.elapsed()))
     }
@@ -352,7 +354,7 @@ impl SqliteStore {
                     .into(),
             });
         }
-        let deadline = super::busy::deadline(self.busy_timeout_ms);
+        let deadline = crate::store::sqlite::busy::deadline(self.busy_timeout_ms);
         let held = match self.writer_lock.borrow_mut().acquire(deadline) {
             Ok(Some(h)) => Some(h),
             Ok(None) => {
@@ -377,8 +379,9 @@ impl SqliteStore {
         deadline: std::time::Instant,
     ) -> Result<T> {
         // SQLite's lock gets what is left of the busy timeout.
-        let tx = super::busy::begin_immediate(&self.conn, deadline, self.busy_timeout_ms)
-            .map_err(|e| self.db_err(e))?;
+        let tx =
+            crate::store::sqlite::busy::begin_immediate(&self.conn, deadline, self.busy_timeout_ms)
+                .map_err(|e| self.db_err(e))?;
         // Inside the write transaction: a replaced file is refused before
         // anything is written, and the check cannot be overtaken by a
         // write of this handle.
@@ -471,7 +474,7 @@ impl SqliteStore {
     /// INVALID_ARGUMENT (field `sql`) for what [`query::run`] refuses or
     /// SQLite rejects (its message, redacted); STORE_BUSY; STORE_IO;
     /// STORE_CORRUPT.
-    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<query::QueryResult> {
+    pub fn query(&self, text: &str, timeout_ms: u64) -> Result<crate::store::rows::QueryResult> {
         self.check_file()?;
         let own;
         let conn = if self.read_only {

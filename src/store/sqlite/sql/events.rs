@@ -1,10 +1,10 @@
 //! SQL for `events`: append, replay, idempotency look-ups.
 
-use super::codec::{opt_json, opt_text, text};
-pub use super::rows::{KeyHit, NewEvent};
-use crate::chain;
 use crate::error::LatestEvent;
 use crate::model::{ActorType, Event};
+use crate::store::codec::chain_link;
+pub use crate::store::rows::{KeyHit, NewEvent};
+use crate::store::sqlite::codec::{opt_json, opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// The next event's seq (the session's max + 1) and at_ms (the session's
@@ -107,19 +107,6 @@ pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i6
         ])?;
     }
     Ok((event_id, seq))
-}
-
-/// The `prev_hash` for an event after one whose hash is `prev` (`None`
-/// before a session's first event: [`chain::GENESIS`]). Stored hashes are 32
-/// bytes (a CHECK constraint); anything else is copied in as far as it goes,
-/// so the insert trigger refuses the link rather than this code panicking.
-pub fn chain_link(prev: Option<&[u8]>) -> [u8; 32] {
-    let mut out = chain::GENESIS;
-    if let Some(p) = prev {
-        let n = p.len().min(32);
-        out[..n].copy_from_slice(&p[..n]);
-    }
-    out
 }
 
 /// Maps a row of [`SELECT_EVENTS`].

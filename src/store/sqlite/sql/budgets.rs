@@ -7,9 +7,9 @@
 //! `UPDATE sessions … WHERE session_id = ?1 AND rev = ?N` with literal
 //! statuses, which the rev term makes exact.
 
-use super::codec::text;
-pub use super::rows::{BudgetRow, SessionState};
 use crate::model::Usage;
+pub use crate::store::rows::{BudgetRow, SessionState};
+use crate::store::sqlite::codec::text;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// The state a usage-carrying verb decides on: status, rev, updated_at_ms
@@ -84,7 +84,7 @@ pub fn select_session_state(conn: &Connection, id: &str) -> rusqlite::Result<Opt
         .optional()?;
     match found {
         Some((mut state, true)) => {
-            state.lease = super::workflow::find_lease(conn, id)?;
+            state.lease = crate::store::sqlite::sql::workflow::find_lease(conn, id)?;
             Ok(Some(state))
         }
         Some((state, false)) => Ok(Some(state)),

@@ -145,7 +145,7 @@ pub struct Drift {
 /// append-only trigger shows here before any edit it would allow.
 pub fn schema_drift(conn: &Connection) -> rusqlite::Result<Vec<Drift>> {
     let mem = Connection::open_in_memory()?;
-    for m in super::migrate::embedded() {
+    for m in crate::store::sqlite::migrate::embedded() {
         mem.execute_batch(m.sql().unwrap_or_default())?;
     }
     let want = schema_objects(&mem)?;

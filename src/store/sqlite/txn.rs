@@ -1,9 +1,11 @@
-//! Transactions on cached statements.
+//! SQLite transactions on cached statements: [`Txn`], what the SQLite
+//! store opens before it hands the connection to
+//! [`SqliteTx`](super::tx::SqliteTx), the store interface.
 //!
 //! `BEGIN IMMEDIATE`, `BEGIN`, `COMMIT` and `ROLLBACK` run as cached
-//! prepared statements rather than being parsed on every call. A [`Tx`] that
-//! is dropped without [`Tx::commit`] rolls back, so every error path leaves
-//! no transaction (and no lock) behind (CASES C03).
+//! prepared statements rather than being parsed on every call. A [`Txn`]
+//! that is dropped without [`Txn::commit`] rolls back, so every error path
+//! leaves no transaction (and no lock) behind (CASES C03).
 
 use rusqlite::Connection;
 use std::ops::Deref;

@@ -1,8 +1,8 @@
 //! SQL for the global event feed: events in `event_id` order across
 //! sessions, and the change counter a follower waits on.
 
-use super::events::map_event;
 use crate::model::Event;
+use crate::store::sqlite::sql::events::map_event;
 use rusqlite::{params, Connection};
 
 /// Every event after a cursor, in `event_id` (rowid) order. No `LIMIT`: the

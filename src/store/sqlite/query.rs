@@ -1,25 +1,9 @@
 //! `logbook sql`: one read-only statement, any shape of result.
 
+use crate::store::rows::{QueryResult, QUERY_MAX_ROWS};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde_json::Value;
-
-/// The result of a query: column names and rows of JSON values (NULL →
-/// null, integers and reals → numbers, text → strings, blobs → lowercase
-/// hex strings).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct QueryResult {
-    /// Column names, in order.
-    pub columns: Vec<String>,
-    /// Each row, one value per column.
-    pub rows: Vec<Vec<Value>>,
-}
-
-/// Most rows a query may return: the result is held in memory to print it.
-pub const MAX_ROWS: usize = 100_000;
-
-/// How long a query may run before it is interrupted, by default, ms.
-pub const TIMEOUT_MS: u64 = 30_000;
 
 /// Why a statement was refused before it ran, or stopped.
 #[derive(Debug)]
@@ -84,7 +68,7 @@ pub fn run(conn: &Connection, sql: &str, timeout_ms: u64) -> Result<QueryResult,
         let mut rows = Vec::new();
         let mut cursor = stmt.query([])?;
         while let Some(row) = cursor.next()? {
-            if rows.len() == MAX_ROWS {
+            if rows.len() == QUERY_MAX_ROWS {
                 return Err(QueryError::Refused(
                     "returns more than 100,000 rows; add a LIMIT or narrow the WHERE",
                 ));

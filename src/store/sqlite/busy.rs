@@ -14,7 +14,7 @@
 //! meet each other in the queue; this covers other clients (the `sqlite3`
 //! shell), WAL recovery, and writers whose lock file cannot be used.
 
-use super::tx::Txn;
+use crate::store::sqlite::txn::Txn;
 use rusqlite::Connection;
 use std::time::{Duration, Instant};
 

@@ -7,20 +7,20 @@
 //! Validation and redaction happen before these functions are called
 //! (`crate::transfer`); this module only binds values as `?N` parameters.
 
-use super::codec::{opt_json, opt_text, text};
+use crate::store::sqlite::codec::{opt_json, opt_text, text};
 
 /// A JSON column as compact text (a hand-edited row with line breaks must
 /// not break a JSON Lines export).
 fn json_text(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
     Ok(opt_json(r, idx)?.map(|v| v.get().to_owned()))
 }
-use super::events::INSERT_EVENT;
-pub use super::rows::{
+use crate::chain;
+pub use crate::store::rows::{
     BudgetFull, EventRow, GateFull, RefRow, RunRow, SessionRows, SnapshotFull, StoredEvent,
     StoredRef, WorkflowRows,
 };
-use super::sessions::INSERT_REF;
-use crate::chain;
+use crate::store::sqlite::sql::events::INSERT_EVENT;
+use crate::store::sqlite::sql::sessions::INSERT_REF;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Every session id, in id order (the export order).
@@ -148,7 +148,7 @@ pub fn run_exists(conn: &Connection, run_id: &str) -> rusqlite::Result<bool> {
 /// checked that such a session's rev is at least 2.
 pub fn insert_session_rows(conn: &Connection, s: &SessionRows) -> rusqlite::Result<()> {
     let staged = s.status.is_terminal() && !s.workflow.runs.is_empty();
-    super::sessions::insert_session(conn, &s.first_row())?;
+    crate::store::sqlite::sql::sessions::insert_session(conn, &s.first_row())?;
     let mut ordinals: [(&str, i64); 3] = [("plan", 0), ("operation", 0), ("deployment", 0)];
     for r in &s.refs {
         let Some(slot) = ordinals.iter_mut().find(|(k, _)| *k == r.kind) else {
@@ -326,7 +326,7 @@ pub fn select_workflow(conn: &Connection, id: &str) -> rusqlite::Result<Workflow
     })?;
     let mut snapshots = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     snapshots.sort_by_key(|s| s.seq);
-    let gates = super::workflow::select_gates(conn, id)?;
+    let gates = crate::store::sqlite::sql::workflow::select_gates(conn, id)?;
     Ok(WorkflowRows {
         runs: runs.into_iter().map(|(r, _)| r).collect(),
         budget,
@@ -406,7 +406,7 @@ mod tests {
             busy_timeout_ms: 1000,
             sync: crate::store::SyncMode::Normal,
             wal_autocheckpoint_pages: 1000,
-            page_cache_kib: crate::store::open::SQLITE_DEFAULT_CACHE_KIB,
+            page_cache_kib: crate::store::sqlite::open::SQLITE_DEFAULT_CACHE_KIB,
             create: true,
         })
         .unwrap();

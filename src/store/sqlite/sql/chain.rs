@@ -1,8 +1,9 @@
 //! SQL for the hash chain: walking every event in chain order, filling in
 //! the hashes of rows older than schema V2, and reading each session's head.
 
-pub use super::rows::ChainRow;
 use crate::chain;
+pub use crate::store::rows::ChainRow;
+use crate::store::rows::SnapshotLink;
 use rusqlite::{params, Connection, Row};
 
 /// Every event of every session (or of one session, `?1`), in chain order.
@@ -94,7 +95,7 @@ pub fn backfill(conn: &Connection) -> rusqlite::Result<u64> {
             prev = chain::GENESIS;
         }
         let hash = match row.hash.as_deref() {
-            Some(h) => crate::store::events::chain_link(Some(h)),
+            Some(h) => crate::store::codec::chain_link(Some(h)),
             None => {
                 let h = row.expected_hash(&prev);
                 pending.push((row.event_id, prev, h));
@@ -125,7 +126,7 @@ pub fn sessions_page(
     let mut stmt = conn.prepare_cached(SESSIONS_PAGE)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = stmt.query_map(params![after, limit], |r| {
-        Ok((super::codec::text(r, 0)?, r.get(1)?))
+        Ok((crate::store::sqlite::codec::text(r, 0)?, r.get(1)?))
     })?;
     rows.collect()
 }
@@ -139,14 +140,10 @@ pub fn first_orphan(conn: &Connection) -> rusqlite::Result<Option<(String, i64)>
          WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = e.session_id) \
          ORDER BY e.event_id LIMIT 1",
         [],
-        |r| Ok((super::codec::text(r, 0)?, r.get(1)?)),
+        |r| Ok((crate::store::sqlite::codec::text(r, 0)?, r.get(1)?)),
     )
     .optional()
 }
-
-/// One snapshot beside its checkpoint event's record: `(seq, state bytes,
-/// recorded sha256 hex, recorded size_bytes)`.
-pub type SnapshotLink = (i64, Vec<u8>, Option<String>, Option<i64>);
 
 /// A session's snapshots beside what their checkpoint events recorded:
 /// `(seq, state bytes, recorded sha256 hex, recorded size_bytes)`; the

@@ -7,8 +7,9 @@
 //! partial indexes). Lists are sorted in Rust, not with `ORDER BY` on a
 //! bound statement, for the same reason.
 
-use super::codec::{empty_object, opt_json, opt_text, text};
 use crate::model::{Run, RunError, RunId, RunStatus, RunUsage};
+use crate::store::codec::empty_object;
+use crate::store::sqlite::codec::{opt_json, opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// Columns of a `runs` row, in the order [`map_run`] expects.

@@ -10,10 +10,12 @@
 //!   written `+col` so the planner does not pick an index that would need a
 //!   sort).
 
-use super::codec::text;
-pub use super::rows::{ListQuery, Order};
-use super::sessions::{complete_session, map_session, session_columns, SELECT_SESSION_BY_SEQ};
 use crate::model::Session;
+pub use crate::store::rows::{ListQuery, Order};
+use crate::store::sqlite::codec::text;
+use crate::store::sqlite::sql::sessions::{
+    complete_session, map_session, session_columns, SELECT_SESSION_BY_SEQ,
+};
 use rusqlite::types::Value;
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;

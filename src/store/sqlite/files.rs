@@ -222,7 +222,7 @@ impl DbFiles {
         })?;
         let files = COMPANION_SUFFIXES
             .iter()
-            .map(|s| super::open::companion(&resolved, s))
+            .map(|s| crate::store::sqlite::open::companion(&resolved, s))
             .collect();
         Ok(DbFiles { files })
     }

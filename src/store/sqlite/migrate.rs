@@ -13,8 +13,8 @@
 //! tooling reads it), and sets `PRAGMA user_version` to the newest version —
 //! the cheap "is this DB current?" check every open makes first.
 
-use super::open::APPLICATION_ID;
 use crate::error::Error;
+use crate::store::sqlite::open::APPLICATION_ID;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 mod embedded {
@@ -41,12 +41,7 @@ pub fn embedded() -> Vec<refinery::Migration> {
     list
 }
 
-/// The newest schema version this binary knows: the highest `V<N>` in
-/// `migrations/sqlite/` (and `migrations/postgres/`, which has the same
-/// versions). A constant so that opening a current database never builds
-/// refinery's runner (which compiles a regex per process, about 1 ms of a
-/// CLI call); `latest_version_matches_the_embedded_migrations` pins it.
-pub const LATEST_VERSION: i64 = 8;
+pub use crate::store::LATEST_VERSION;
 
 /// The migration that adds the events' hash chain (`V2__event_hash_chain`).
 const HASH_CHAIN_VERSION: i64 = 2;
@@ -212,7 +207,7 @@ pub fn migrate(conn: &Connection, path: &str) -> Result<(), MigrateError> {
         if version == HASH_CHAIN_VERSION {
             // SQL has no SHA-256: the rows that predate the chain get their
             // hashes here, in the same transaction.
-            super::chain::backfill(&tx)?;
+            crate::store::sqlite::sql::chain::backfill(&tx)?;
         }
         tx.execute(
             "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) VALUES (?1, ?2, ?3, ?4)",

@@ -3,8 +3,9 @@
 //! Every statement is a `const` here, with explicit columns and `?N`
 //! parameters; `list` picks fixed fragments and pushes values as parameters.
 
-use super::codec::{empty_object, opt_json, opt_text, string_list, text};
 use crate::model::{Actor, ActorType, Checkpoint, Session, SessionId, SessionStatus, Usage};
+use crate::store::codec::empty_object;
+use crate::store::sqlite::codec::{opt_json, opt_text, string_list, text};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// Columns of a `sessions` row, in the order [`map_session`] expects.
@@ -287,7 +288,7 @@ pub fn select_status_rev(conn: &Connection, id: &str) -> rusqlite::Result<Option
 #[cfg(test)]
 mod tests {
     use crate::model::{SessionStatus, Verb};
-    use crate::store::sqlite_tx::session_update;
+    use crate::store::sqlite::tx::session_update;
     use crate::store::{SessionChange, SessionGuard};
 
     /// Each verb's UPDATE admits exactly the statuses of the transition

@@ -2,14 +2,14 @@
 //! `session_gates`, `session_leases`, and the hierarchy reads on `sessions`
 //! (docs/design.md, "Hierarchies", "Snapshots", "Gates" and "Leases").
 //!
-//! Same rules as `store/sessions.rs`: every statement is a `const` with
+//! Same rules as `sessions.rs`: every statement is a `const` with
 //! explicit columns and `?N` parameters, single-table where it is read per
 //! mutation, no bound LIMIT, no RETURNING, statuses as `=` … `OR` literals.
 
-use super::codec::{opt_text, text};
+use crate::store::sqlite::codec::{opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub use super::rows::{ChildRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
+pub use crate::store::rows::{ChildRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
 
 /// Replaces a session's context (restore). ?1 id, ?2 context JSON text.
 pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = ?2 \

@@ -10,10 +10,10 @@
 //! 5. `journal_mode=WAL` (checked), `synchronous`, `journal_size_limit`;
 //! 6. migrate, inside one `BEGIN IMMEDIATE` (see `migrate.rs`).
 
-use super::busy;
-use super::files::{check_sqlite_name, refuse_hard_links};
-use super::migrate;
 use crate::error::{Error, Result};
+use crate::store::sqlite::busy;
+use crate::store::sqlite::files::{check_sqlite_name, refuse_hard_links};
+use crate::store::sqlite::migrate;
 use rusqlite::{Connection, OpenFlags};
 use std::fs;
 use std::io::ErrorKind;

@@ -1,4 +1,4 @@
-//! The SQLite implementation of the store interface ([`super::Tx`]) over one
+//! The SQLite implementation of the store interface ([`crate::store::Tx`]) over one
 //! open transaction of a rusqlite connection.
 //!
 //! Each method binds its statement's parameters and maps its rows; the SQL
@@ -8,23 +8,22 @@
 //! a statement whose bound values it planned on, and builds a temp B-tree
 //! for an `IN` list of three or more), every value a parameter.
 
-use super::retention::{
-    self as rt, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, Tombstone,
-};
-use super::rows::{
+use crate::error::{Error, LatestEvent, Result};
+use crate::model::{Event, Run, Session, Usage};
+use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
-    NewGate, SessionRows, SessionState, SnapshotRow, StoredEvent, StoredRef, WorkflowRows,
+    NewGate, NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck,
+    PurgeRow, PurgeScan, PurgedChildRow, SessionRows, SessionState, SnapshotRow, StoredEvent,
+    StoredRef, Tombstone, WorkflowRows,
 };
-use super::{
-    budgets as sb, chain as sc, events as ev, feed, list, runs as sr, sessions as ss,
-    transfer as st, workflow as ws,
+use crate::store::sqlite::sql::{
+    budgets as sb, chain as sc, events as ev, feed, list, retention as rt, runs as sr,
+    sessions as ss, transfer as st, workflow as ws,
 };
-use super::{
+use crate::store::{
     BudgetLimits, FeedPos, FeedScan, RunChange, SessionChange, SessionGuard, SessionRow,
     SessionsPage, Tx,
 };
-use crate::error::{Error, LatestEvent, Result};
-use crate::model::{Event, Run, Session, Usage};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -487,7 +486,7 @@ impl Tx for SqliteTx<'_> {
         sc::first_orphan(self.conn).map_err(db)
     }
 
-    fn snapshot_links(&mut self, id: &str) -> Result<Vec<sc::SnapshotLink>> {
+    fn snapshot_links(&mut self, id: &str) -> Result<Vec<crate::store::rows::SnapshotLink>> {
         sc::snapshot_links(self.conn, id).map_err(db)
     }
 
@@ -593,11 +592,11 @@ impl Tx for SqliteTx<'_> {
         rt::purge_session(self.conn, t).map_err(db)
     }
 
-    fn purge_recheck(&mut self, id: &str) -> Result<Option<rt::PurgeRecheck>> {
+    fn purge_recheck(&mut self, id: &str) -> Result<Option<PurgeRecheck>> {
         rt::recheck(self.conn, id).map_err(db)
     }
 
-    fn insert_purge_end(&mut self, e: &rt::PurgeEnd) -> Result<()> {
+    fn insert_purge_end(&mut self, e: &PurgeEnd) -> Result<()> {
         rt::insert_purge_end(self.conn, e).map_err(db)
     }
 
@@ -613,14 +612,11 @@ impl Tx for SqliteTx<'_> {
         &mut self,
         after: i64,
         limit: usize,
-    ) -> Result<Vec<(rt::PurgeRow, Option<rt::PurgeEndRow>)>> {
+    ) -> Result<Vec<(PurgeRow, Option<PurgeEndRow>)>> {
         rt::purge_rows_page(self.conn, after, limit).map_err(db)
     }
 
-    fn purge_row(
-        &mut self,
-        purge_id: i64,
-    ) -> Result<Option<(rt::PurgeRow, Option<rt::PurgeEndRow>)>> {
+    fn purge_row(&mut self, purge_id: i64) -> Result<Option<(PurgeRow, Option<PurgeEndRow>)>> {
         rt::purge_row(self.conn, purge_id).map_err(db)
     }
 
@@ -638,7 +634,7 @@ impl Tx for SqliteTx<'_> {
 
     fn declare_writer(&mut self, _actor: &str) -> Result<()> {
         // Every connection logbook opens defines `logbook_writer()`
-        // (store/open.rs), which the triggers look for.
+        // (sqlite/open.rs), which the triggers look for.
         Ok(())
     }
 
@@ -651,6 +647,6 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>> {
-        rt::purged_children(self.conn, &rt::ids_json(parents)?).map_err(db)
+        rt::purged_children(self.conn, &crate::store::rows::ids_json(parents)?).map_err(db)
     }
 }
