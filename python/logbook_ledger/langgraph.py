@@ -96,6 +96,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         self.ledger = ledger if ledger is not None else Ledger(db)
         self._sessions: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
 
     @classmethod
     @contextmanager
@@ -133,16 +134,16 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         sid = self._find(thread_id)
         if sid is not None:
             return sid
-        s = self.ledger.create_session(
-            "LangGraph thread",
-            app=APP,
-            tag=[_thread_tag(thread_id)],
-            metadata={"langgraph": {"thread_id_hex": _hex(thread_id)}},
-        )
-        sid = s["session_id"]
-        with self._lock:
-            self._sessions[thread_id] = sid
-        return sid
+        # LangGraph runs a step's put_writes calls in parallel threads: the
+        # first writes of a new thread must not each create a session.
+        with self._create_lock:
+            sid = self._find(thread_id)
+            if sid is not None:
+                return sid
+            sid = self._new_session(thread_id)
+            with self._lock:
+                self._sessions[thread_id] = sid
+            return sid
 
     def _write(self, thread_id: str, fn) -> Any:
         """Runs ``fn(session_id)``; once more on the thread's current session
@@ -525,15 +526,14 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         if src is None:
             return
         items = self._items(self._events(src))
-        dst = self._current(target_thread_id)
-        if dst is None:
-            if not items:
-                return
-            dst = self._new_session(
-                target_thread_id, parent=src, copied_from=src,
-            )
-            with self._lock:
-                self._sessions[target_thread_id] = dst
+        if not items:
+            return
+        with self._create_lock:
+            dst = self._current(target_thread_id)
+            if dst is None:
+                dst = self._new_session(target_thread_id, parent=src, copied_from=src)
+                with self._lock:
+                    self._sessions[target_thread_id] = dst
         self._replay(src, dst, items)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
