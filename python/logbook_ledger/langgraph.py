@@ -6,7 +6,10 @@ serializer's bytes as they are (hex, see docs/python.md for the shape), and
 each ``put_writes`` call is one ``x.langgraph.writes`` event of that
 session. ``delete_thread`` cancels the thread's session and purges it: the
 session's rows go, a tombstone and the purge record stay (README,
-"Retention").
+"Retention"). ``copy_thread`` replays a thread into a child session of its
+own; ``prune`` and ``delete_for_runs`` supersede a thread's session by a
+fresh one holding what is kept, then cancel and purge the old one
+(docs/python.md).
 
 ``LogbookSaver`` has the synchronous methods and their ``a*`` twins (which
 run the blocking call in a thread, as LangGraph's own SQLite saver does);
