@@ -6,7 +6,10 @@ serializer's bytes as they are (hex, see docs/python.md for the shape), and
 each ``put_writes`` call is one ``x.langgraph.writes`` event of that
 session. ``delete_thread`` cancels the thread's session and purges it: the
 session's rows go, a tombstone and the purge record stay (README,
-"Retention").
+"Retention"). ``copy_thread`` replays a thread into a child session of its
+own; ``prune`` and ``delete_for_runs`` supersede a thread's session by a
+fresh one holding what is kept, then cancel and purge the old one
+(docs/python.md).
 
 ``LogbookSaver`` has the synchronous methods and their ``a*`` twins (which
 run the blocking call in a thread, as LangGraph's own SQLite saver does);
@@ -36,7 +39,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import Ledger, SessionNotFound
+from . import Ledger, SessionInvalidTransition, SessionNotFound
 
 #: The app of every session this saver creates.
 APP = "langgraph"
@@ -96,6 +99,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         self.ledger = ledger if ledger is not None else Ledger(db)
         self._sessions: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
 
     @classmethod
     @contextmanager
@@ -133,24 +137,25 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         sid = self._find(thread_id)
         if sid is not None:
             return sid
-        s = self.ledger.create_session(
-            "LangGraph thread",
-            app=APP,
-            tag=[_thread_tag(thread_id)],
-            metadata={"langgraph": {"thread_id_hex": _hex(thread_id)}},
-        )
-        sid = s["session_id"]
-        with self._lock:
-            self._sessions[thread_id] = sid
-        return sid
+        # LangGraph runs a step's put_writes calls in parallel threads: the
+        # first writes of a new thread must not each create a session.
+        with self._create_lock:
+            sid = self._find(thread_id)
+            if sid is not None:
+                return sid
+            sid = self._new_session(thread_id)
+            with self._lock:
+                self._sessions[thread_id] = sid
+            return sid
 
     def _write(self, thread_id: str, fn) -> Any:
-        """Runs ``fn(session_id)``; once more on a fresh session when the
-        cached one was purged meanwhile (another saver's delete_thread)."""
+        """Runs ``fn(session_id)``; once more on the thread's current session
+        when the cached one was purged meanwhile (another saver's
+        delete_thread) or ended (superseded by a prune or delete_for_runs)."""
         sid = self._session_for_write(thread_id)
         try:
             return fn(sid)
-        except SessionNotFound:
+        except (SessionNotFound, SessionInvalidTransition):
             self._forget(thread_id)
             return fn(self._session_for_write(thread_id))
 
@@ -409,6 +414,199 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             self.ledger.purge(session=ids)
         self._forget(thread_id)
 
+    # -- extended capabilities: copy_thread, prune, delete_for_runs ----------
+    #
+    # A logbook session's rows are never deleted one by one (docs/design.md,
+    # "Retention"): a thread that loses some of its checkpoints is
+    # *superseded* — its kept checkpoints and their writes are replayed, in
+    # their order, into a fresh session of the thread, and the old session is
+    # cancelled and purged (a tombstone and the purge record stay).
+
+    def _events(self, sid: str, after: Optional[int] = None) -> list[dict]:
+        """Every event of a session after ``after`` (seq), oldest first."""
+        out: list[dict] = []
+        while True:
+            page = self.ledger.session_events(sid, after_seq=after, limit=1000)
+            out.extend(page["events"])
+            after = page.get("next_after_seq")
+            if after is None:
+                return out
+
+    @staticmethod
+    def _items(events: list[dict]) -> list[tuple]:
+        """The LangGraph records among ``events``, in order:
+        ``("cp", seq, step, (ns key, checkpoint id))`` for a checkpoint and
+        ``("w", seq, data, (ns key, checkpoint id))`` for a writes event."""
+        items: list[tuple] = []
+        for e in events:
+            d = e.get("data") or {}
+            if e["type"] == "checkpoint":
+                step = d.get("step") or ""
+                if not step.startswith(_STEP):
+                    continue
+                parts = step[len(_STEP):].split(" ")
+                if len(parts) == 2:
+                    items.append(("cp", e["seq"], step, (parts[0], _unhex(parts[1]))))
+            elif e["type"] == WRITES_EVENT and d:
+                key = (_ns_key(_unhex(d["ns"])), _unhex(d["checkpoint_id"]))
+                items.append(("w", e["seq"], d, key))
+        return items
+
+    def _replay(self, src: str, dst: str, items: list[tuple]) -> None:
+        """Writes ``items`` of session ``src`` into session ``dst``: each
+        checkpoint with its snapshot state, each writes event as it is."""
+        for kind, seq, payload, _ in items:
+            if kind == "cp":
+                state = self.ledger.snapshot(src, checkpoint=seq)["state"]
+                self.ledger.checkpoint(dst, step=payload, state=state)
+            else:
+                self.ledger.append_event(dst, type=WRITES_EVENT, data=payload)
+
+    def _new_session(self, thread_id: str, *, parent: Optional[str] = None, **extra: Any) -> str:
+        lg = {"thread_id_hex": _hex(thread_id)}
+        lg.update(extra)
+        s = self.ledger.create_session(
+            "LangGraph thread",
+            app=APP,
+            tag=[_thread_tag(thread_id)],
+            parent=parent,
+            metadata={"langgraph": lg},
+        )
+        return s["session_id"]
+
+    def _current(self, thread_id: str) -> Optional[str]:
+        """The thread's session, looked up afresh (not from the cache)."""
+        self._forget(thread_id)
+        return self._find(thread_id)
+
+    def _supersede(self, thread_id: str, keep) -> None:
+        """Keeps the checkpoints of ``thread_id`` that ``keep(sid, cps)``
+        names (``cps``: {(ns key, checkpoint id): seq}, the newest seq of
+        each), and their writes; drops the others, the logbook way."""
+        old = self._current(thread_id)
+        if old is None:
+            return
+        try:
+            events = self._events(old)
+        except SessionNotFound:
+            return
+        items = self._items(events)
+        cps: dict[tuple[str, str], int] = {}
+        for kind, seq, _, key in items:
+            if kind == "cp":
+                cps[key] = max(cps.get(key, -1), seq)
+        kept = keep(old, cps)
+        if set(cps) <= kept:
+            return  # nothing to drop
+        if not kept:
+            self.delete_thread(thread_id)
+            return
+        last = events[-1]["seq"] if events else None
+        new = self._new_session(thread_id, supersedes=old)
+        self._replay(old, new, [i for i in items if i[3] in kept])
+        with self._lock:
+            self._sessions[thread_id] = new
+        # Ended, the old session takes no more writes (a saver that cached it
+        # moves to the new one, see _write); what reached it meanwhile follows.
+        try:
+            status = self.ledger.show_session(old)["session"]["status"]
+            if status in ("pending", "active", "paused"):
+                self.ledger.cancel(old, reason=f"langgraph: superseded by {new}")
+            self._replay(old, new, self._items(self._events(old, after=last)))
+        except SessionNotFound:
+            return
+        self.ledger.purge(session=[old])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copies every checkpoint and pending write of a thread, in order,
+        into another: the target's session is created as a child of the
+        source's (``session tree`` shows the lineage), or, when the target
+        thread already has one, the copy is added to it. A source without a
+        session copies nothing (docs/python.md)."""
+        if source_thread_id == target_thread_id:
+            return
+        src = self._current(source_thread_id)
+        if src is None:
+            return
+        items = self._items(self._events(src))
+        if not items:
+            return
+        with self._create_lock:
+            dst = self._current(target_thread_id)
+            if dst is None:
+                dst = self._new_session(target_thread_id, parent=src, copied_from=src)
+                with self._lock:
+                    self._sessions[target_thread_id] = dst
+        self._replay(src, dst, items)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"``: each thread keeps its newest checkpoint per
+        namespace (and, for a ``DeltaChannel`` not snapshotted there, the
+        ancestors back to its snapshot) with their writes, in a fresh
+        session; the old session is cancelled and purged. ``"delete"``:
+        ``delete_thread`` on each (docs/python.md)."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"prune: unknown strategy {strategy!r} (keep_latest or delete)")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+            else:
+                self._supersede(thread_id, self._keep_latest)
+
+    def _state(self, sid: str, seq: int) -> tuple[dict, Any, Any]:
+        state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
+        cp, md = state["checkpoint"], state["metadata"]
+        return (
+            state,
+            self.serde.loads_typed((cp["type"], bytes.fromhex(cp["hex"]))),
+            self.serde.loads_typed((md["type"], bytes.fromhex(md["hex"]))),
+        )
+
+    def _keep_latest(self, sid: str, cps: dict[tuple[str, str], int]) -> set:
+        """The newest checkpoint of each namespace, and the ancestors a
+        ``DeltaChannel`` needs: LangGraph rebuilds a delta channel missing
+        from a checkpoint's values from its ancestors' writes back to the
+        nearest one holding a value (``get_delta_channel_history``), and
+        the metadata's ``counters_since_delta_snapshot`` names them."""
+        newest: dict[str, str] = {}
+        for ns, cid in cps:
+            if ns not in newest or cid > newest[ns]:
+                newest[ns] = cid
+        kept = set()
+        for ns, cid in newest.items():
+            kept.add((ns, cid))
+            state, cp, md = self._state(sid, cps[(ns, cid)])
+            counters = (md or {}).get("counters_since_delta_snapshot") or {}
+            need = {
+                ch
+                for ch in counters
+                if ch in cp["channel_versions"] and ch not in cp["channel_values"]
+            }
+            parent = state.get("parent_checkpoint_id")
+            while need and parent and (ns, parent) in cps and (ns, parent) not in kept:
+                kept.add((ns, parent))
+                state, cp, _ = self._state(sid, cps[(ns, parent)])
+                need = {ch for ch in need if ch not in cp["channel_values"]}
+                parent = state.get("parent_checkpoint_id")
+        return kept
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Drops every checkpoint whose metadata ``run_id`` is one of
+        ``run_ids``, with its writes, in every thread: a thread that has one
+        is superseded by a fresh session holding the rest (or deleted, when
+        nothing is left), as ``prune`` does (docs/python.md)."""
+        runs = set(run_ids)
+        if not runs:
+            return
+
+        def keep(sid: str, cps: dict[tuple[str, str], int]) -> set:
+            return {
+                key for key, seq in cps.items() if self._state(sid, seq)[2].get("run_id") not in runs
+            }
+
+        for thread_id in dict(self._threads()):
+            self._supersede(thread_id, keep)
+
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:
         """Versions as LangGraph's own savers make them: a zero-padded
         counter and a random fraction."""
@@ -464,6 +662,18 @@ class LogbookSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         """``delete_thread`` in a thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """``copy_thread`` in a thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``prune`` in a thread."""
+        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """``delete_for_runs`` in a thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
 
 
 class AsyncLogbookSaver(LogbookSaver):

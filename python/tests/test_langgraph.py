@@ -67,3 +67,98 @@ def test_a_second_saver_sees_the_delete(db_path):
         # a's cached session was purged: its next put starts a new one.
         put(a, "t")
         assert len(list(b.list({"configurable": {"thread_id": "t"}}))) == 1
+
+
+def test_copy_thread_is_a_child_session(db_path):
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        c1 = put(saver, "src", values={"n": 1})
+        c2 = put(saver, "src", parent=c1, values={"n": 2})
+        saver.put_writes(c2, [("n", 3)], task_id="task-1")
+        saver.copy_thread("src", "dst")
+        src = saver._find("src")
+        dst = saver._find("dst")
+        assert dst != src
+        shown = saver.ledger.show_session(dst)
+        assert shown["session"]["parent_session_id"] == src
+        assert shown["session"]["metadata"]["langgraph"]["copied_from"] == src
+        assert saver.ledger.show_session(src)["children"]["active"] == 1
+        assert [e["type"] for e in shown["events"]] == [
+            "created", "checkpoint", "checkpoint", WRITES_EVENT,
+        ]
+        tup = saver.get_tuple({"configurable": {"thread_id": "dst"}})
+        assert tup.checkpoint["channel_values"] == {"n": 2}
+        assert tup.pending_writes == [("task-1", "n", 3)]
+        assert tup.config["configurable"]["thread_id"] == "dst"
+        # A source with no session copies nothing and makes no session.
+        saver.copy_thread("nothing", "dst-2")
+        assert saver._find("dst-2") is None
+        # Deleting the source leaves the copy; the source is cancelled and
+        # waits for its live child before it can be purged (README, "Retention").
+        saver.delete_thread("src")
+        assert saver.get_tuple({"configurable": {"thread_id": "src"}}) is None
+        assert saver.get_tuple({"configurable": {"thread_id": "dst"}}) is not None
+        assert saver.ledger.show_session(src)["session"]["status"] == "cancelled"
+
+
+def test_prune_supersedes_the_session_and_purges_the_old(db_path):
+    with LogbookSaver.from_conn_string(db_path) as saver, LogbookSaver.from_conn_string(
+        db_path
+    ) as other:
+        c1 = put(saver, "t", values={"n": 1})
+        c2 = put(saver, "t", parent=c1, values={"n": 2})
+        saver.put_writes(c2, [("n", 3)], task_id="task-1")
+        old = saver._find("t")
+        assert other._find("t") == old
+        saver.prune(["t"])
+        new = saver._find("t")
+        assert new != old
+        assert saver.ledger.show_session(new)["session"]["metadata"]["langgraph"]["supersedes"] == old
+        with pytest.raises(lb.SessionNotFound) as ei:
+            saver.ledger.show_session(old)
+        assert "purge_id" in ei.value.details
+        assert [t.config["configurable"]["checkpoint_id"] for t in saver.list({"configurable": {"thread_id": "t"}})] == [
+            c2["configurable"]["checkpoint_id"]
+        ]
+        # A saver that cached the old session writes to the new one.
+        put(other, "t", parent=c2, values={"n": 4})
+        assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 2
+        saver.prune(["t"])
+        last = saver._find("t")
+        assert last != new
+        assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 1
+        # Nothing left to drop: the session stays.
+        saver.prune(["t"])
+        assert saver._find("t") == last
+        saver.prune(["t"], strategy="delete")
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+        with pytest.raises(ValueError):
+            saver.prune(["t"], strategy="keep_some")
+
+
+def test_delete_for_runs_keeps_the_other_runs(db_path):
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        def put_run(thread_id, run_id, parent=None):
+            cp = empty_checkpoint()
+            conf = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            if parent:
+                conf["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+            return saver.put(conf, cp, {"source": "loop", "step": 0, "run_id": run_id}, {})
+
+        a1 = put_run("a", "run-1")
+        a2 = put_run("a", "run-2", a1)
+        saver.put_writes(a2, [("x", 1)], task_id="task")
+        b1 = put_run("b", "run-1")
+        before = saver._find("a")
+        saver.delete_for_runs(["run-1"])
+        runs = [t.metadata["run_id"] for t in saver.list({"configurable": {"thread_id": "a"}})]
+        assert runs == ["run-2"]
+        assert saver.get_tuple(a2).pending_writes == [("task", "x", 1)]
+        # b had only run-1: deleted as delete_thread does.
+        assert saver.get_tuple(b1) is None
+        assert saver._find("b") is None
+        assert saver._find("a") != before  # superseded
+        # Unknown runs, or none: nothing changes.
+        kept = saver._find("a")
+        saver.delete_for_runs(["run-9"])
+        saver.delete_for_runs([])
+        assert saver._find("a") == kept

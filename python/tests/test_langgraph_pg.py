@@ -1,6 +1,6 @@
-"""LangGraph's conformance suite and the Ledger binding on PostgreSQL
-(LOGBOOK_TEST_PG, a throwaway server .ci/pg starts): each test on a fresh
-database."""
+"""LangGraph's conformance suite (every capability, base and extended) and
+the Ledger binding on PostgreSQL (LOGBOOK_TEST_PG, a throwaway server .ci/pg
+starts): each test on a fresh database."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() 
 
 pytest.importorskip("langgraph.checkpoint.conformance")
 
-from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
+from conformance import check_conformance  # noqa: E402
+from langgraph.checkpoint.conformance import checkpointer_test  # noqa: E402
 
 import logbook_ledger as lb  # noqa: E402
 from logbook_ledger.langgraph import AsyncLogbookSaver, LogbookSaver  # noqa: E402
@@ -35,10 +36,8 @@ async def pg_async_saver():
 
 
 @pytest.mark.parametrize("factory", [pg_saver, pg_async_saver], ids=["sync", "async"])
-async def test_conformance_base_capabilities_on_postgres(factory):
-    report = await validate(factory)
-    report.print_report()
-    assert report.passed_all_base()
+async def test_conformance_all_capabilities_on_postgres(factory, capsys):
+    await check_conformance(factory, capsys)
 
 
 def test_ledger_on_postgres():
