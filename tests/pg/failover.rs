@@ -263,6 +263,16 @@ fn cli_attempt(
     }
 }
 
+/// A child process killed and waited for when dropped.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An MCP writer: one `logbook mcp serve` for the whole run, a new request
 /// id for every attempt (the key, not the id, makes the retry safe).
 fn mcp_attempt(
@@ -290,6 +300,7 @@ fn mcp_attempt(
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
+    let child = Reap(child);
     let mut id = 0;
     move |key| {
         let _keep = &child;
@@ -333,6 +344,8 @@ struct Follow {
     seen: Mutex<Vec<Seen>>,
     exits: Mutex<Vec<String>>,
     pid: AtomicU32,
+    /// Set when it gave up (a cursor the server refused).
+    gave_up: AtomicBool,
 }
 
 /// `logbook events --follow --json`, resumed with `--after` the last
@@ -384,6 +397,7 @@ fn follower(
         if last_error == "INVALID_ARGUMENT" {
             // The cursor names nothing on this server: resuming again
             // would only repeat it.
+            f.gave_up.store(true, Ordering::SeqCst);
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -569,8 +583,10 @@ fn pg_failover_keeps_acknowledged_writes_and_the_feed() {
     let want: Vec<i64> = db.iter().map(|r| r.event_id).collect();
     let t = Instant::now();
     loop {
-        let n = [&follow, &follow2].map(|f| f.seen.lock().unwrap().len());
-        if n.iter().all(|n| *n >= want.len()) || t.elapsed() > Duration::from_secs(30) {
+        let done = [&follow, &follow2].map(|f| {
+            f.gave_up.load(Ordering::SeqCst) || f.seen.lock().unwrap().len() >= want.len()
+        });
+        if done.iter().all(|d| *d) || t.elapsed() > Duration::from_secs(30) {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -786,10 +802,12 @@ fn async_facts(
 /// standby streams as `want` (`sync` or `async`).
 fn set_sync(p: &Pair, names: &str, want: &str) {
     let mut c = crate::pg::connect(&p.primary_url);
+    // Two statements: ALTER SYSTEM may not run in a (implicit) transaction.
     c.batch_execute(&format!(
-        "ALTER SYSTEM SET synchronous_standby_names = '{names}'; SELECT pg_reload_conf()"
+        "ALTER SYSTEM SET synchronous_standby_names = '{names}'"
     ))
     .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
     let t = Instant::now();
     loop {
         let state: Option<String> = c
