@@ -37,6 +37,7 @@ mod engine;
 mod pg;
 
 // PostgreSQL only.
+mod failover;
 mod pg_move;
 mod pg_schema;
 mod pg_server;
