@@ -167,6 +167,20 @@ impl Store {
         }
     }
 
+    /// Runs `f`, a read of one statement: on a server without BEGIN and
+    /// COMMIT around it (the statement is its own snapshot; one round trip
+    /// instead of three); on SQLite as [`Store::read`].
+    ///
+    /// # Errors
+    /// `f`'s; the store's; INTERNAL on a server if `f` runs more than one
+    /// statement.
+    pub fn read_single<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.read(f),
+            Store::Postgres(p) => p.read_single(f),
+        }
+    }
+
     /// Applies `w` as one statement where the backend can: on a server,
     /// one round trip (docs/postgres.md, "One round trip per write"),
     /// returning the session as it now stands. `None` when nothing was

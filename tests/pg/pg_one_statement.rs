@@ -423,3 +423,34 @@ fn pg_a_one_statement_write_waits_for_a_locked_row_within_the_busy_timeout() {
     );
     assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
 }
+
+/// A read of one statement (`get_session`, a `list` page) is sent without
+/// BEGIN and COMMIT around it: one round trip (docs/postgres.md, "One
+/// round trip per write").
+#[test]
+fn pg_a_session_read_and_a_list_page_are_one_round_trip_each() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = open_ledger(Path::new(&via(&env, &proxy, "")));
+    let id = lib_create(&lg, "read", "reader");
+    let list = logbook::ledger::ListSessions {
+        app: Some("reader".into()),
+        limit: Some(20),
+        ..Default::default()
+    };
+    // Warm: each statement is prepared once per connection.
+    lg.get_session(&id).unwrap();
+    lg.list_sessions(&list).unwrap();
+    let before = proxy.bursts();
+    assert_eq!(lg.get_session(&id).unwrap().title, "read");
+    assert_eq!(proxy.bursts() - before, 1, "get_session");
+    let before = proxy.bursts();
+    let page = lg.list_sessions(&list).unwrap();
+    assert_eq!(proxy.bursts() - before, 1, "list_sessions");
+    assert_eq!(page.sessions.len(), 1);
+    assert_eq!(page.sessions[0].session_id.to_string(), id);
+    // A session that is not there is still SESSION_NOT_FOUND.
+    let e = lg.get_session("ses_00000000000000aa").unwrap_err();
+    assert_eq!(e.code().as_str(), "SESSION_NOT_FOUND");
+}

@@ -70,6 +70,15 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// What [`PgStore::run`] runs: a write transaction, a read transaction,
+/// or one read statement on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Write,
+    Read,
+    ReadSingle,
+}
+
 /// What one statement sent on its own came to ([`PgStore::once`]).
 enum Once {
     /// It ran: its rows.
@@ -269,7 +278,7 @@ impl PgStore {
                     .into(),
             });
         }
-        self.run(true, &mut f)
+        self.run(Mode::Write, &mut f)
     }
 
     /// Runs `f` in one read transaction (one snapshot).
@@ -277,16 +286,27 @@ impl PgStore {
     /// # Errors
     /// STORE_UNAVAILABLE; `f`'s.
     pub fn read<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        self.run(false, &mut f)
+        self.run(Mode::Read, &mut f)
     }
 
-    fn run<T>(&self, write: bool, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    /// Runs `f`, a read of ONE statement, on its own: the statement is its
+    /// own snapshot, so no BEGIN and COMMIT are sent around it (one round
+    /// trip instead of three). A closure that runs a second statement is
+    /// INTERNAL (its statements would not share a snapshot).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE; `f`'s; INTERNAL as above.
+    pub fn read_single<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.run(Mode::ReadSingle, &mut f)
+    }
+
+    fn run<T>(&self, mode: Mode, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         let start = Instant::now();
         let deadline = start + Duration::from_millis(self.busy_timeout_ms);
         let mut sleep = Duration::from_millis(2);
         let mut first_loss = true;
         loop {
-            let class = match self.attempt(write, deadline, f) {
+            let class = match self.attempt(mode, deadline, f) {
                 Ok(v) => return Ok(v),
                 Err(Failed::Done(e)) => return Err(self.fill(e)),
                 Err(Failed::Again(class)) => class,
@@ -311,7 +331,7 @@ impl PgStore {
     /// One attempt: (re)connect if needed, BEGIN, `f`, COMMIT.
     fn attempt<T>(
         &self,
-        write: bool,
+        mode: Mode,
         deadline: Instant,
         f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>,
     ) -> std::result::Result<T, Failed> {
@@ -333,6 +353,8 @@ impl PgStore {
             )));
         };
         let Conn { client, cache, .. } = conn;
+        let write = mode == Mode::Write;
+        let single = mode == Mode::ReadSingle;
         let begin = if write {
             // The row locks a write waits for get what is left of the busy
             // timeout (a number of ms logbook computed, not input).
@@ -350,7 +372,9 @@ impl PgStore {
             }
             class
         };
-        if let Err(e) = client.batch_execute(&begin) {
+        if single {
+            // No transaction: the one statement is its own snapshot.
+        } else if let Err(e) = client.batch_execute(&begin) {
             let class = classify(&e, &self.loc.display);
             return Err(match class {
                 Class::Final(e) => Failed::Done(e),
@@ -360,8 +384,30 @@ impl PgStore {
         let mut tx = PgTx::new(client, write)
             .with_location(&self.loc.display)
             .with_cache(cache);
-        let out = f(&mut tx);
+        let mut out = f(&mut tx);
         let failure = tx.failure();
+        if single {
+            let ran = tx.statements_run();
+            if ran > 1 && out.is_ok() {
+                out = Err(Error::internal(format!(
+                    "a single-statement read ran {ran} statements"
+                )));
+            }
+            return match (out, failure) {
+                (_, Some(Failure::Reconnect)) => {
+                    *slot = None;
+                    Err(Failed::Again(Class::Lost(
+                        "the connection was lost during the read".into(),
+                    )))
+                }
+                (_, Some(Failure::Retry)) => Err(Failed::Again(Class::Transient)),
+                (Ok(v), None) => Ok(v),
+                (Ok(_), Some(Failure::Aborted)) => Err(Failed::Done(Error::internal(
+                    "a statement failed and its error was not returned",
+                ))),
+                (Err(e), _) => Err(Failed::Done(e)),
+            };
+        }
         match (out, failure) {
             (_, Some(Failure::Reconnect)) => {
                 *slot = None;
