@@ -145,9 +145,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn writer(a: &[String]) {
     let base = std::env::var("LOGBOOK_TEST_PG").unwrap();
     let l = Ledger::open(LedgerOptions::at(db_url(&base, &a[1]))).unwrap();
-    let checkpoint = match a[0].as_str() {
-        "checkpoint" => true,
-        "create" => false,
+    let (checkpoint, keyed) = match a[0].as_str() {
+        "checkpoint" => (true, false),
+        "checkpoint-keyed" => (true, true),
+        "create" => (false, false),
         m => panic!("unknown writer mode {m}"),
     };
     let secs: f64 = a[2].parse().unwrap();
@@ -164,7 +165,12 @@ fn writer(a: &[String]) {
                 step: Some(step),
                 ..Default::default()
             };
-            l.checkpoint(&id, req, &Mutation::default()).map(drop)
+            let m = Mutation {
+                idempotency_key: keyed
+                    .then(|| format!("{id}-{}", req.step.as_deref().unwrap_or(""))),
+                ..Mutation::default()
+            };
+            l.checkpoint(&id, req, &m).map(drop)
         } else {
             l.create_session(CreateSession::titled(step)).map(drop)
         }
@@ -213,6 +219,8 @@ fn writer(a: &[String]) {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Kind {
     Checkpoint,
+    /// A checkpoint with an idempotency key: one statement on a server.
+    KeyedCheckpoint,
     Create,
     LangGraph,
 }
@@ -238,10 +246,10 @@ fn client(kind: Kind, db: &str, cfg: &Config, stamps: bool, venv: &VenvPy) -> Co
         c
     } else {
         let mut c = Command::new(std::env::current_exe().unwrap());
-        let mode = if kind == Kind::Checkpoint {
-            "checkpoint"
-        } else {
-            "create"
+        let mode = match kind {
+            Kind::Checkpoint => "checkpoint",
+            Kind::KeyedCheckpoint => "checkpoint-keyed",
+            _ => "create",
         };
         c.args(["--writer", mode, db, &secs]);
         if stamps {
@@ -379,7 +387,12 @@ fn writers_section(cfg: &Config, admin: &mut postgres::Client) {
         .unwrap();
     assert!(st.success(), "LangGraph setup failed");
     let procs = [1usize, 8, 32];
-    let kinds = [Kind::Checkpoint, Kind::LangGraph, Kind::Create];
+    let kinds = [
+        Kind::Checkpoint,
+        Kind::LangGraph,
+        Kind::KeyedCheckpoint,
+        Kind::Create,
+    ];
     let mut res: HashMap<(Kind, usize), Vec<Trial>> = HashMap::new();
     for round in 0..cfg.rounds {
         for &n in &procs {
@@ -399,29 +412,34 @@ fn writers_section(cfg: &Config, admin: &mut postgres::Client) {
     let errors: usize = res.values().flatten().map(|t| t.errors).sum();
     println!("## Writer throughput: 1, 8 and 32 client processes\n");
     println!("Each process: one client on its own connection (logbook: one `Ledger` handle, its own session; LangGraph: `PostgresSaver` on one psycopg connection as `from_conn_string` opens it, its own thread_id). {} rounds, trials interleaved (the order rotates each round), median of the rounds; p50/p99 over every operation of a trial, median over the rounds. LangGraph: {}. Errors: {errors}.\n", cfg.rounds, lg_versions(&py));
-    println!("| processes | logbook checkpoint ops/s | p50 ms | p99 ms | logbook create_session ops/s | p50 ms | p99 ms | LangGraph put ops/s | p50 ms | p99 ms | checkpoint / put | create_session / put |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| processes | logbook checkpoint (key) ops/s | p50 ms | p99 ms | logbook checkpoint (no key) ops/s | p50 ms | p99 ms | logbook create_session ops/s | p50 ms | p99 ms | LangGraph put ops/s | p50 ms | p99 ms | checkpoint (key) / put | checkpoint (no key) / put | create_session / put |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in &procs {
-        let (c, s, g) = (
+        let (k, c, s, g) = (
+            med(Kind::KeyedCheckpoint, n, |t| t.rate),
             med(Kind::Checkpoint, n, |t| t.rate),
             med(Kind::Create, n, |t| t.rate),
             med(Kind::LangGraph, n, |t| t.rate),
         );
         println!(
-            "| {n} | {c:.0} | {:.2} | {:.2} | {s:.0} | {:.2} | {:.2} | {g:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {n} | {k:.0} | {:.2} | {:.2} | {c:.0} | {:.2} | {:.2} | {s:.0} | {:.2} | {:.2} | {g:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            med(Kind::KeyedCheckpoint, n, |t| t.p50_ms),
+            med(Kind::KeyedCheckpoint, n, |t| t.p99_ms),
             med(Kind::Checkpoint, n, |t| t.p50_ms),
             med(Kind::Checkpoint, n, |t| t.p99_ms),
             med(Kind::Create, n, |t| t.p50_ms),
             med(Kind::Create, n, |t| t.p99_ms),
             med(Kind::LangGraph, n, |t| t.p50_ms),
             med(Kind::LangGraph, n, |t| t.p99_ms),
+            k / g,
             c / g,
             s / g
         );
     }
     println!();
     for (kind, name) in [
-        (Kind::Checkpoint, "logbook checkpoint"),
+        (Kind::KeyedCheckpoint, "logbook checkpoint (key)"),
+        (Kind::Checkpoint, "logbook checkpoint (no key)"),
         (Kind::Create, "logbook create_session"),
         (Kind::LangGraph, "LangGraph put"),
     ] {

@@ -405,6 +405,11 @@ impl Ledger {
         self.store.read(f).map_err(|e| self.purged_or(e))
     }
 
+    /// Runs `f`, a read of one statement ([`crate::store::Store::read_single`]).
+    fn read_single<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.store.read_single(f).map_err(|e| self.purged_or(e))
+    }
+
     /// SESSION_NOT_FOUND for a session a purge removed says so
     /// ([`Error::SessionPurged`], docs/design.md, "Retention"); any other error is as it is.
     fn purged_or(&self, e: Error) -> Error {

@@ -7,7 +7,7 @@ use super::request::{
     check_json, digest, key_digest, opt_name, parse_session_id, redacted_json_text, validate_key,
     Mutation, VerbDigest,
 };
-use super::write::{key_reused, Op, Write, CREATED_REPLAY};
+use super::write::{key_reused, OneEvent, Op, Write, CREATED_REPLAY};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -188,6 +188,34 @@ impl Ledger {
             None => None,
         };
         let now = self.now_ms();
+        let new = super::write::NewSession {
+            status,
+            title: &title,
+            app: app.as_deref(),
+            agent_id: agent_id.as_deref(),
+            route: route.as_deref(),
+            stage: stage.as_deref(),
+            parent_session_id: req.parent_session_id.as_deref(),
+            tags: &tags,
+            goal: goal.as_deref(),
+            context: context.as_deref().unwrap_or("{}"),
+            metadata: metadata.as_deref().unwrap_or("{}"),
+            created_detail: "session created",
+            idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
+        };
+        if req.idempotency_key.is_none() && req.parent_session_id.is_none() {
+            // One statement on a server (docs/postgres.md, "One round trip
+            // per write"); a lost reply is resolved by the new id.
+            let id = super::write::new_session_id()?;
+            let row = self.new_session_row(id.as_str(), now, &new);
+            if let Some(s) = self
+                .store
+                .create_one(&row, new.created_detail)
+                .map_err(|e| self.fill_path(e))?
+            {
+                return Ok(Written::applied(s));
+            }
+        }
         self.write(|tx| {
             if let (Some(key), Some(dg)) = (&req.idempotency_key, &dg) {
                 if let Some((sid, stored)) = tx.find_created_by_key(key)? {
@@ -207,25 +235,7 @@ impl Ledger {
                     return Err(Error::SessionNotFound { id: p.clone() });
                 }
             }
-            let id = self.insert_new_session(
-                tx,
-                now,
-                &super::write::NewSession {
-                    status,
-                    title: &title,
-                    app: app.as_deref(),
-                    agent_id: agent_id.as_deref(),
-                    route: route.as_deref(),
-                    stage: stage.as_deref(),
-                    parent_session_id: req.parent_session_id.as_deref(),
-                    tags: &tags,
-                    goal: goal.as_deref(),
-                    context: context.as_deref().unwrap_or("{}"),
-                    metadata: metadata.as_deref().unwrap_or("{}"),
-                    created_detail: "session created",
-                    idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
-                },
-            )?;
+            let id = self.insert_new_session(tx, now, &new)?;
             tx.find_session(id.as_str())?
                 .map(Written::applied)
                 .ok_or_else(|| Error::internal("a created session could not be read back"))
@@ -294,6 +304,17 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
+        let one = OneEvent {
+            change,
+            event_type: event_type.as_str(),
+            detail: text.as_deref(),
+            data: None,
+            no_open_runs: status.is_terminal(),
+            no_pending_gate: verb == Verb::Resume,
+        };
+        if let Some(w) = self.write_one(op, &one)? {
+            return Ok(w);
+        }
         self.mutate(
             op,
             |tx| {
@@ -453,19 +474,34 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
+        let op = Op {
+            id,
+            verb: Verb::Checkpoint,
+            m,
+            digest: dg.as_deref(),
+        };
+        let change = SessionChange {
+            checkpoint_at_next_seq: true,
+            ..SessionChange::default()
+        };
+        if !has_refs && state.is_none() {
+            let one = OneEvent {
+                change,
+                event_type: EventType::Checkpoint.as_str(),
+                detail: note.as_deref(),
+                data: Some(&data),
+                no_open_runs: false,
+                no_pending_gate: false,
+            };
+            if let Some(w) = self.write_one(op, &one)? {
+                return Ok(w);
+            }
+        }
         self.mutate(
-            Op {
-                id,
-                verb: Verb::Checkpoint,
-                m,
-                digest: dg.as_deref(),
-            },
+            op,
             |_| Ok(()),
             |w, ()| {
-                w.update(SessionChange {
-                    checkpoint_at_next_seq: true,
-                    ..SessionChange::default()
-                })?;
+                w.update(change)?;
                 let seq = w.event(
                     EventType::Checkpoint.as_str(),
                     note.as_deref(),
@@ -515,13 +551,25 @@ impl Ledger {
                 if_rev: m.if_rev,
             },
         )?;
+        let op = Op {
+            id,
+            verb: Verb::AppendEvent,
+            m,
+            digest: dg.as_deref(),
+        };
+        let one = OneEvent {
+            change: SessionChange::default(),
+            event_type: &req.event_type,
+            detail: detail.as_deref(),
+            data: data.as_deref(),
+            no_open_runs: false,
+            no_pending_gate: false,
+        };
+        if let Some(w) = self.write_one(op, &one)? {
+            return Ok(w);
+        }
         self.mutate(
-            Op {
-                id,
-                verb: Verb::AppendEvent,
-                m,
-                digest: dg.as_deref(),
-            },
+            op,
             |_| Ok(()),
             |w, ()| {
                 w.update(SessionChange::default())?;

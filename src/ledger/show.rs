@@ -100,7 +100,7 @@ impl Ledger {
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     pub fn get_session(&self, id: &str) -> Result<Session> {
         parse_session_id(id)?;
-        self.read(|tx| {
+        self.read_single(|tx| {
             tx.find_session(id)?
                 .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
         })
@@ -229,7 +229,7 @@ impl Ledger {
     /// INVALID_ARGUMENT (limit outside 1..=1000, malformed cursor or names).
     pub fn list_sessions(&self, req: &ListSessions) -> Result<SessionPage> {
         let q = list_query(req)?;
-        self.read(|tx| {
+        self.read_single(|tx| {
             let (sessions, next) = tx.list_sessions(&q)?;
             Ok(SessionPage {
                 sessions,

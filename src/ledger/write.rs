@@ -31,7 +31,30 @@ use crate::error::{Error, Result};
 use crate::model::Usage;
 use crate::model::{EventType, Session, SessionId, SessionStatus, Verb};
 use crate::store::rows::{KeyHit, NewEvent, SessionState};
-use crate::store::{SessionChange, SessionGuard, SessionRow, Tx};
+use crate::store::{OneWrite, SessionChange, SessionGuard, SessionRow, Tx};
+
+/// A verb's body when it is one guarded UPDATE and its one event, and
+/// nothing else: what a server may apply as one statement
+/// (docs/postgres.md, "One round trip per write"). The verb builds it from
+/// the same values as its body, and runs the pipeline when
+/// [`Ledger::write_one`] did not apply it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OneEvent<'a> {
+    /// What the UPDATE sets.
+    pub change: SessionChange<'a>,
+    /// The event's type.
+    pub event_type: &'a str,
+    /// The event's detail.
+    pub detail: Option<&'a str>,
+    /// The event's data.
+    pub data: Option<&'a str>,
+    /// The body would end open runs (a terminal status): apply only while
+    /// there are none.
+    pub no_open_runs: bool,
+    /// The verb is refused while a gate is pending (`resume`): apply only
+    /// while none is.
+    pub no_pending_gate: bool,
+}
 
 /// One mutation of an existing session, as the kernel runs it.
 #[derive(Debug, Clone, Copy)]
@@ -309,12 +332,16 @@ impl Ledger {
         mut body: impl FnMut(&mut Write<'_, '_>, P) -> Result<T>,
         replay: &mut ReplayRead<'_, T>,
     ) -> Result<Written<T>> {
+        // The session's row first (a server locks it here): a replay check
+        // after it sees a key that a concurrent attempt with the same key
+        // committed while this one waited for the row.
+        let state = tx.select_session_state(op.id)?;
         if let Some(hit) = replay_hit(tx, op.id, op.m.idempotency_key.as_deref(), op.digest)? {
             let value = replay(tx, &hit)?;
             return Ok(Written::replay(value, replayed(&hit)));
         }
         let pre = pre(tx)?;
-        let Some(state) = tx.select_session_state(op.id)? else {
+        let Some(state) = state else {
             return Err(Error::SessionNotFound {
                 id: op.id.to_owned(),
             });
@@ -347,6 +374,51 @@ impl Ledger {
             }
         }
         Ok(Written::applied(value))
+    }
+}
+
+impl Ledger {
+    /// Applies `one` as a single statement where the store can (a server)
+    /// and the write allows it: it has an idempotency key (which resolves a
+    /// reply lost on the way back) and presents no lease token. `None`
+    /// when it was not applied that way: the caller runs the pipeline.
+    ///
+    /// # Errors
+    /// STORE_BUSY.
+    pub(super) fn write_one(
+        &self,
+        op: Op<'_>,
+        one: &OneEvent<'_>,
+    ) -> Result<Option<Written<Session>>> {
+        let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
+            return Ok(None);
+        };
+        if op.m.lease.is_some() {
+            return Ok(None);
+        }
+        let w = OneWrite {
+            session_id: op.id,
+            guard: SessionGuard {
+                from: op.verb.allowed_from(),
+                rev: op.m.if_rev,
+            },
+            change: SessionChange {
+                now_ms: self.now_ms(),
+                ..one.change
+            },
+            event_type: one.event_type,
+            detail: one.detail,
+            data: one.data,
+            actor_type: self.opts.actor,
+            idempotency: (key, digest),
+            no_open_runs: one.no_open_runs,
+            no_pending_gate: one.no_pending_gate,
+        };
+        Ok(self
+            .store
+            .write_one(&w)
+            .map_err(|e| self.fill_path(e))?
+            .map(Written::applied))
     }
 }
 
@@ -448,30 +520,7 @@ impl Ledger {
         let mut attempt = 0;
         let id = loop {
             let id = new_session_id()?;
-            let row = SessionRow {
-                session_id: id.as_str(),
-                status: s.status,
-                title: s.title,
-                goal: s.goal,
-                app: s.app,
-                agent_id: s.agent_id,
-                route: s.route,
-                stage: s.stage,
-                parent_session_id: s.parent_session_id,
-                tags: s.tags,
-                context: s.context,
-                metadata: s.metadata,
-                actor_type: self.opts.actor,
-                actor_id: None,
-                rev: 1,
-                checkpoint_seq: None,
-                final_result: None,
-                end_reason: None,
-                usage: Usage::default(),
-                created_at_ms,
-                updated_at_ms: created_at_ms,
-                ended_at_ms: None,
-            };
+            let row = self.new_session_row(id.as_str(), created_at_ms, s);
             match tx.insert_session(&row)? {
                 Some(_) => break id,
                 None if attempt < 3 => attempt += 1,
@@ -492,5 +541,39 @@ impl Ledger {
             run_id: None,
         })?;
         Ok(id)
+    }
+
+    /// The row of a new session `id` created at `created_at_ms`: rev 1,
+    /// no usage, by this ledger's actor.
+    pub(super) fn new_session_row<'s>(
+        &self,
+        id: &'s str,
+        created_at_ms: i64,
+        s: &NewSession<'s>,
+    ) -> SessionRow<'s> {
+        SessionRow {
+            session_id: id,
+            status: s.status,
+            title: s.title,
+            goal: s.goal,
+            app: s.app,
+            agent_id: s.agent_id,
+            route: s.route,
+            stage: s.stage,
+            parent_session_id: s.parent_session_id,
+            tags: s.tags,
+            context: s.context,
+            metadata: s.metadata,
+            actor_type: self.opts.actor,
+            actor_id: None,
+            rev: 1,
+            checkpoint_seq: None,
+            final_result: None,
+            end_reason: None,
+            usage: Usage::default(),
+            created_at_ms,
+            updated_at_ms: created_at_ms,
+            ended_at_ms: None,
+        }
     }
 }

@@ -80,6 +80,13 @@ pub fn chain_link(prev: Option<&[u8]>) -> [u8; 32] {
     out
 }
 
+/// The stored form of an idempotency key: SHA-256, hex. The caller's key
+/// itself never reaches the database (it could hold anything).
+pub fn key_sha256(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

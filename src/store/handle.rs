@@ -167,6 +167,55 @@ impl Store {
         }
     }
 
+    /// Runs `f`, a read of one statement: on a server without BEGIN and
+    /// COMMIT around it (the statement is its own snapshot; one round trip
+    /// instead of three); on SQLite as [`Store::read`].
+    ///
+    /// # Errors
+    /// `f`'s; the store's; INTERNAL on a server if `f` runs more than one
+    /// statement.
+    pub fn read_single<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.read(f),
+            Store::Postgres(p) => p.read_single(f),
+        }
+    }
+
+    /// Applies `w` as one statement where the backend can: on a server,
+    /// one round trip (docs/postgres.md, "One round trip per write"),
+    /// returning the session as it now stands. `None` when nothing was
+    /// applied this way: SQLite (whose write lock makes the transaction as
+    /// cheap), or a write the statement leaves to the pipeline (a guard
+    /// that does not match, a replay, a lease, a pending gate, an open run,
+    /// contention on the row): the caller runs the pipeline then.
+    ///
+    /// # Errors
+    /// STORE_BUSY (the session's row stayed locked for the busy timeout).
+    pub fn write_one(&self, w: &super::OneWrite<'_>) -> Result<Option<crate::model::Session>> {
+        match self {
+            Store::Sqlite(_) => Ok(None),
+            Store::Postgres(p) => p.write_one(w),
+        }
+    }
+
+    /// Inserts a new session with no parent and no idempotency key, and its
+    /// `created` event, as one statement where the backend can (see
+    /// [`Store::write_one`]); `None` when it did not (SQLite; the id is
+    /// taken): the caller creates it the usual way.
+    ///
+    /// # Errors
+    /// STORE_BUSY; STORE_UNAVAILABLE.
+    pub fn create_one(
+        &self,
+        row: &super::SessionRow<'_>,
+        created_detail: &str,
+    ) -> Result<Option<crate::model::Session>> {
+        match self {
+            Store::Sqlite(_) => Ok(None),
+            Store::Postgres(p) => p.create_one(row, created_detail),
+        }
+    }
+
     /// Runs `f` in one read transaction (one consistent snapshot).
     ///
     /// # Errors

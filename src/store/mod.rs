@@ -55,7 +55,7 @@ pub use sqlite::store::SqliteStore;
 /// refinery's runner (which compiles a regex per process, about 1 ms of a
 /// CLI call); `latest_version_matches_the_embedded_migrations` pins it, and
 /// `postgres_migrations_end_at_the_shared_latest_version` the server's.
-pub const LATEST_VERSION: i64 = 8;
+pub const LATEST_VERSION: i64 = 9;
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, SessionStatus, Usage};
@@ -96,6 +96,39 @@ pub struct SessionChange<'a> {
     pub checkpoint_at_next_seq: bool,
     /// The usage sums (not deltas).
     pub usage: Option<Usage>,
+}
+
+/// A mutation of one session that is one guarded UPDATE and its one event,
+/// and nothing else: what a backend may apply as a single statement
+/// (docs/postgres.md, "One round trip per write"). The statement applies it
+/// only where the whole write pipeline would apply exactly this: the guard
+/// matches, no lease row exists, the key is not recorded yet, and (as
+/// asked) no run is open and no gate is pending. Anything else applies
+/// nothing, and the caller runs the pipeline, which diagnoses.
+#[derive(Debug, Clone, Copy)]
+pub struct OneWrite<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The verb's statuses and `--if-rev`.
+    pub guard: SessionGuard<'a>,
+    /// What the UPDATE sets (its `now_ms` is the write's time).
+    pub change: SessionChange<'a>,
+    /// The event's type.
+    pub event_type: &'a str,
+    /// The event's detail.
+    pub detail: Option<&'a str>,
+    /// The event's data (compact JSON text).
+    pub data: Option<&'a str>,
+    /// Who writes (`events.actor_type`).
+    pub actor_type: crate::model::ActorType,
+    /// (idempotency key, request digest): required, since only the key
+    /// tells whether a statement whose reply was lost was applied.
+    pub idempotency: (&'a str, &'a str),
+    /// Apply only while no run of the session is pending or running (a
+    /// terminal status would end them).
+    pub no_open_runs: bool,
+    /// Apply only while no gate of the session is pending (`resume`).
+    pub no_pending_gate: bool,
 }
 
 /// A new session row (create, fork and import): the `sessions` row, its

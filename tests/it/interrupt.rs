@@ -48,7 +48,10 @@ fn line(i: usize) -> String {
 fn big() -> &'static (PathBuf, PathBuf) {
     static BIG_FIXTURE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     BIG_FIXTURE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("interrupt-v2-{BIG}"));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "interrupt-v{}-{BIG}",
+            logbook::store::LATEST_VERSION
+        ));
         let (jsonl, db) = (dir.join("big.jsonl"), dir.join("big.db"));
         if dir.join("done").exists() {
             return (jsonl, db);

@@ -9,7 +9,7 @@ use logbook::store::sqlite::migrate::{embedded, LATEST_VERSION};
 /// move to `migrations/sqlite/` recorded them in `refinery_schema_history`.
 /// A changed byte, name or version of any file changes its checksum, and
 /// every existing database would then be refused as divergent.
-const SQLITE_CHECKSUMS: [(i32, &str, u64); 8] = [
+const SQLITE_CHECKSUMS: [(i32, &str, u64); 9] = [
     (1, "core_ledger", 18_189_890_400_841_197_429),
     (2, "event_hash_chain", 9_781_989_799_670_822_668),
     (3, "runs_and_budgets", 8_709_129_878_422_253_659),
@@ -18,6 +18,7 @@ const SQLITE_CHECKSUMS: [(i32, &str, u64); 8] = [
     (6, "replay_revisions", 10_842_295_927_407_290_803),
     (7, "retention", 1_375_550_021_766_245_563),
     (8, "retention_hardened", 15_910_152_492_154_598_931),
+    (9, "one_statement_writes", 3_723_166_860_194_244_637),
 ];
 
 fn folder(name: &str) -> std::path::PathBuf {

@@ -39,6 +39,7 @@ mod pg;
 // PostgreSQL only.
 mod failover;
 mod pg_move;
+mod pg_one_statement;
 mod pg_schema;
 mod pg_server;
 mod pg_tls;

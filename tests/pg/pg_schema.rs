@@ -250,13 +250,14 @@ fn pg_history_newer_than_the_binary_is_refused_untouched() {
     let Some((_db, mut c)) = migrated() else {
         return;
     };
-    c.batch_execute(
-        "INSERT INTO refinery_schema_history VALUES (9, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
-    )
+    let future = logbook::store::LATEST_VERSION + 1;
+    c.batch_execute(&format!(
+        "INSERT INTO refinery_schema_history VALUES ({future}, 'from_the_future', '2030-01-01T00:00:00Z', '1')"
+    ))
     .unwrap();
     let before = history(&mut c);
     let msg = assert_refused(&mut c, ErrorCode::StoreVersionTooNew);
-    assert!(msg.contains("schema version 9"), "{msg}");
+    assert!(msg.contains(&format!("schema version {future}")), "{msg}");
     assert_eq!(history(&mut c), before);
 }
 

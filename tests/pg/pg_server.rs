@@ -204,6 +204,9 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
     let id = env.create("k");
     let proxy = Proxy::start(server_port());
     let url = via(&env, &proxy);
+    // With a reference the checkpoint is a transaction (not one statement:
+    // docs/postgres.md, "One round trip per write"), so it has a COMMIT to
+    // lose.
     let args = [
         "--db",
         &url,
@@ -212,6 +215,8 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
         &id,
         "--step",
         "s1",
+        "--plan",
+        "plan-1",
         "--idempotency-key",
         "k-1",
         "--json",

@@ -22,6 +22,9 @@ pub struct Proxy {
 struct State {
     /// Cut the next connection that sends a `COMMIT`, after forwarding it.
     cut_after_commit: AtomicBool,
+    /// Cut the next connection that sends a burst holding these bytes,
+    /// after forwarding it.
+    cut_after_bytes: Mutex<Option<Vec<u8>>>,
     /// COMMITs cut so far.
     cut: AtomicUsize,
     /// Reads from clients forwarded to the server so far (each a burst of
@@ -67,6 +70,14 @@ impl Proxy {
     /// of that connection are closed before the server's reply is relayed.
     pub fn cut_after_next_commit(&self) {
         self.state.cut_after_commit.store(true, Ordering::SeqCst);
+    }
+
+    /// The next burst a client sends that holds `needle` (a statement's
+    /// text, with no statement cache) reaches the server, then both sides
+    /// of that connection are closed before the reply is relayed: a write
+    /// sent as one statement whose reply is lost.
+    pub fn cut_after_next(&self, needle: &[u8]) {
+        *self.state.cut_after_bytes.lock().unwrap() = Some(needle.to_vec());
     }
 
     /// How many COMMITs were cut.
@@ -130,7 +141,17 @@ fn pump_up(mut from: TcpStream, mut to: TcpStream, st: &State) {
         // wherever it stands in the chunk (the driver may send the Close of
         // a statement in front of it).
         let is_commit = chunk.windows(12).any(|w| w == b"Q\0\0\0\x0bCOMMIT\0");
-        if is_commit && st.cut_after_commit.swap(false, Ordering::SeqCst) {
+        let holds_needle = {
+            let mut needle = st.cut_after_bytes.lock().unwrap();
+            let hit = needle
+                .as_deref()
+                .is_some_and(|n| chunk.windows(n.len()).any(|w| w == n));
+            if hit {
+                *needle = None;
+            }
+            hit
+        };
+        if holds_needle || (is_commit && st.cut_after_commit.swap(false, Ordering::SeqCst)) {
             // The client's side goes first, so no reply can reach it; then
             // the server gets the COMMIT, applies it, and loses the client.
             let _ = from.shutdown(Shutdown::Both);

@@ -21,7 +21,8 @@ use super::migrate;
 use super::tls;
 use super::tx::{Failure, PgTx, StatementCache};
 use crate::error::{Error, Result};
-use crate::store::Tx;
+use crate::model::Session;
+use crate::store::{SessionRow, Tx};
 use postgres::types::Type;
 use postgres::{Client, NoTls};
 use std::cell::{Cell, RefCell};
@@ -67,6 +68,33 @@ impl std::fmt::Debug for PgStore {
             .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
+}
+
+/// What [`PgStore::run`] runs: a write transaction, a read transaction,
+/// or one read statement on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Write,
+    Read,
+    ReadSingle,
+}
+
+/// What one statement sent on its own came to ([`PgStore::once`]).
+enum Once {
+    /// It ran: its rows.
+    Rows(Vec<postgres::Row>),
+    /// The server refused it (or could not be reached to send it): nothing
+    /// was applied.
+    Declined,
+    /// The connection broke before its reply: it may have been applied.
+    Lost,
+}
+
+/// The session a one-statement write returned, if it returned one.
+fn first_session(rows: &[postgres::Row]) -> Result<Option<Session>> {
+    rows.first()
+        .map(|r| super::sql::sessions::map_session(r).map(|(s, _, _)| s))
+        .transpose()
 }
 
 /// Why one attempt of a transaction failed.
@@ -250,7 +278,7 @@ impl PgStore {
                     .into(),
             });
         }
-        self.run(true, &mut f)
+        self.run(Mode::Write, &mut f)
     }
 
     /// Runs `f` in one read transaction (one snapshot).
@@ -258,16 +286,27 @@ impl PgStore {
     /// # Errors
     /// STORE_UNAVAILABLE; `f`'s.
     pub fn read<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
-        self.run(false, &mut f)
+        self.run(Mode::Read, &mut f)
     }
 
-    fn run<T>(&self, write: bool, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+    /// Runs `f`, a read of ONE statement, on its own: the statement is its
+    /// own snapshot, so no BEGIN and COMMIT are sent around it (one round
+    /// trip instead of three). A closure that runs a second statement is
+    /// INTERNAL (its statements would not share a snapshot).
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE; `f`'s; INTERNAL as above.
+    pub fn read_single<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.run(Mode::ReadSingle, &mut f)
+    }
+
+    fn run<T>(&self, mode: Mode, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         let start = Instant::now();
         let deadline = start + Duration::from_millis(self.busy_timeout_ms);
         let mut sleep = Duration::from_millis(2);
         let mut first_loss = true;
         loop {
-            let class = match self.attempt(write, deadline, f) {
+            let class = match self.attempt(mode, deadline, f) {
                 Ok(v) => return Ok(v),
                 Err(Failed::Done(e)) => return Err(self.fill(e)),
                 Err(Failed::Again(class)) => class,
@@ -292,7 +331,7 @@ impl PgStore {
     /// One attempt: (re)connect if needed, BEGIN, `f`, COMMIT.
     fn attempt<T>(
         &self,
-        write: bool,
+        mode: Mode,
         deadline: Instant,
         f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>,
     ) -> std::result::Result<T, Failed> {
@@ -314,6 +353,8 @@ impl PgStore {
             )));
         };
         let Conn { client, cache, .. } = conn;
+        let write = mode == Mode::Write;
+        let single = mode == Mode::ReadSingle;
         let begin = if write {
             // The row locks a write waits for get what is left of the busy
             // timeout (a number of ms logbook computed, not input).
@@ -331,7 +372,9 @@ impl PgStore {
             }
             class
         };
-        if let Err(e) = client.batch_execute(&begin) {
+        if single {
+            // No transaction: the one statement is its own snapshot.
+        } else if let Err(e) = client.batch_execute(&begin) {
             let class = classify(&e, &self.loc.display);
             return Err(match class {
                 Class::Final(e) => Failed::Done(e),
@@ -341,8 +384,30 @@ impl PgStore {
         let mut tx = PgTx::new(client, write)
             .with_location(&self.loc.display)
             .with_cache(cache);
-        let out = f(&mut tx);
+        let mut out = f(&mut tx);
         let failure = tx.failure();
+        if single {
+            let ran = tx.statements_run();
+            if ran > 1 && out.is_ok() {
+                out = Err(Error::internal(format!(
+                    "a single-statement read ran {ran} statements"
+                )));
+            }
+            return match (out, failure) {
+                (_, Some(Failure::Reconnect)) => {
+                    *slot = None;
+                    Err(Failed::Again(Class::Lost(
+                        "the connection was lost during the read".into(),
+                    )))
+                }
+                (_, Some(Failure::Retry)) => Err(Failed::Again(Class::Transient)),
+                (Ok(v), None) => Ok(v),
+                (Ok(_), Some(Failure::Aborted)) => Err(Failed::Done(Error::internal(
+                    "a statement failed and its error was not returned",
+                ))),
+                (Err(e), _) => Err(Failed::Done(e)),
+            };
+        }
         match (out, failure) {
             (_, Some(Failure::Reconnect)) => {
                 *slot = None;
@@ -387,6 +452,136 @@ impl PgStore {
                         c => Err(Failed::Again(lost(&mut slot, c))),
                     },
                 }
+            }
+        }
+    }
+
+    /// Applies `w` as one statement ([`super::sql::once`]): the session as
+    /// it now stands, or `None` when the statement applied nothing (the
+    /// caller runs the write pipeline, which diagnoses, replays or waits).
+    /// A reply lost on the way back is `None` too: `w` carries an
+    /// idempotency key, so the pipeline replays the write if it was
+    /// applied.
+    ///
+    /// # Errors
+    /// STORE_BUSY when the session's row stayed locked for the busy
+    /// timeout.
+    pub fn write_one(&self, w: &crate::store::OneWrite<'_>) -> Result<Option<Session>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        let (sql, p) = super::sql::once::write_statement(w, self.lock_timeout_ms());
+        match self.once(&sql, &super::sql::borrow(&p))? {
+            Once::Rows(rows) => first_session(&rows),
+            Once::Declined | Once::Lost => Ok(None),
+        }
+    }
+
+    /// Inserts a new session with no parent and no key, and its `created`
+    /// event, as one statement ([`super::sql::once::CREATE`]): the session,
+    /// or `None` when it applied nothing (the id is taken, or the server
+    /// refused: the caller creates it the usual way). A reply lost on the
+    /// way back is resolved by the session's id: the statement runs again
+    /// with the same id on a new connection (its insert waits for the lost
+    /// attempt's, if that still runs) and reads the session back if the
+    /// lost attempt applied it.
+    ///
+    /// # Errors
+    /// STORE_BUSY; STORE_UNAVAILABLE with an unknown outcome
+    /// ([`Error::CommitUnknown`]) when the server cannot be reached again
+    /// within the busy timeout to tell.
+    pub fn create_one(&self, row: &SessionRow<'_>, detail: &str) -> Result<Option<Session>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.busy_timeout_ms);
+        let params = super::sql::once::CreateParams::new(row, detail, self.lock_timeout_ms());
+        let mut lost = false;
+        loop {
+            match self.once(super::sql::once::CREATE, &params.params())? {
+                Once::Rows(rows) if !rows.is_empty() || !lost => return first_session(&rows),
+                // The id is there: the lost attempt inserted it.
+                Once::Rows(_) => {
+                    return self
+                        .read(|tx| tx.find_session(row.session_id))
+                        .map(|s| s.map(Some))?
+                        .ok_or_else(|| {
+                            Error::internal("a created session could not be read back")
+                        });
+                }
+                Once::Declined if !lost => return Ok(None),
+                Once::Declined | Once::Lost if Instant::now() >= deadline => {
+                    return Err(Error::CommitUnknown {
+                        location: self.loc.display.clone(),
+                    });
+                }
+                Once::Declined | Once::Lost => {
+                    lost = true;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// What a one-statement write may wait for a row lock: the busy
+    /// timeout, in ms.
+    fn lock_timeout_ms(&self) -> i64 {
+        i64::try_from(self.busy_timeout_ms.max(1)).unwrap_or(i64::MAX)
+    }
+
+    /// Runs one statement on its own (its own implicit transaction),
+    /// connecting first if there is no connection.
+    ///
+    /// # Errors
+    /// STORE_BUSY when it waited for a row lock for the whole busy
+    /// timeout; STORE_IO, STORE_UNAVAILABLE when no connection can be
+    /// made (as the pipeline would report).
+    fn once(&self, sql: &str, p: &[super::sql::Param<'_>]) -> Result<Once> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = None;
+            match self.connect() {
+                Ok(client) => {
+                    *slot = Some(Conn {
+                        client,
+                        cache: StatementCache::new(self.loc.statement_cache_size),
+                    });
+                }
+                Err(Class::Final(e)) => return Err(self.fill(e)),
+                // The pipeline waits for the server within the busy timeout.
+                Err(_) => return Ok(Once::Declined),
+            }
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Error::internal("no connection after connecting"));
+        };
+        let Conn { client, cache } = conn;
+        let mut tx = PgTx::new(client, true)
+            .with_location(&self.loc.display)
+            .with_cache(cache);
+        let out = tx.try_rows(sql, p);
+        match out {
+            Ok(rows) => Ok(Once::Rows(rows)),
+            // The server answered with an error: the statement's
+            // transaction was rolled back, nothing was applied.
+            Err(e) if e.as_db_error().is_some() => {
+                let state = e.as_db_error().map(|d| d.code().code().to_owned());
+                let _ = tx.fail(&e); // clears the statement cache on a stale plan
+                match classify(&e, &self.loc.display) {
+                    Class::Lost(_) => *slot = None,
+                    _ if state.as_deref() == Some("55P03") => {
+                        return Err(self.fill(Error::Busy {
+                            timeout_ms: self.busy_timeout_ms,
+                        }))
+                    }
+                    _ => {}
+                }
+                Ok(Once::Declined)
+            }
+            // No answer: the statement may or may not have been applied.
+            Err(_) => {
+                *slot = None;
+                Ok(Once::Lost)
             }
         }
     }

@@ -95,6 +95,8 @@ pub struct PgTx<'c> {
     write: bool,
     location: &'c str,
     failure: Option<Failure>,
+    /// Statements run so far.
+    statements: usize,
 }
 
 impl std::fmt::Debug for PgTx<'_> {
@@ -118,6 +120,7 @@ impl<'c> PgTx<'c> {
             next_event: None,
             locked: None,
             write,
+            statements: 0,
             location: "",
             failure: None,
         }
@@ -245,6 +248,11 @@ impl<'c> PgTx<'c> {
         }
     }
 
+    /// How many statements this transaction has run.
+    pub fn statements_run(&self) -> usize {
+        self.statements
+    }
+
     /// Runs a query, prepared or unnamed.
     fn query_raw(
         &mut self,
@@ -252,6 +260,7 @@ impl<'c> PgTx<'c> {
         p: &[Param<'_>],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
         self.next_event = None;
+        self.statements += 1;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
                 let values: Vec<&(dyn postgres::types::ToSql + Sync)> =
@@ -270,6 +279,7 @@ impl<'c> PgTx<'c> {
         p: &[Param<'_>],
     ) -> std::result::Result<u64, postgres::Error> {
         self.next_event = None;
+        self.statements += 1;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
                 let values: Vec<&(dyn postgres::types::ToSql + Sync)> =

@@ -8,8 +8,8 @@ use crate::error::{Error, LatestEvent, Result};
 use crate::model::{ActorType, Event};
 use crate::store::codec::chain_link;
 use crate::store::codec::json_of_text;
+use crate::store::codec::key_sha256;
 use crate::store::rows::{KeyHit, NewEvent};
-use crate::store::sqlite::sql::events::key_sha256;
 use postgres::types::Type;
 use postgres::Row;
 

@@ -18,6 +18,7 @@ pub mod chain;
 pub mod events;
 pub mod feed;
 pub mod list;
+pub mod once;
 pub mod retention;
 pub mod runs;
 pub mod sessions;

@@ -3,6 +3,7 @@
 use crate::error::LatestEvent;
 use crate::model::{ActorType, Event};
 use crate::store::codec::chain_link;
+use crate::store::codec::key_sha256;
 pub use crate::store::rows::{KeyHit, NewEvent};
 use crate::store::sqlite::codec::{opt_json, opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -63,13 +64,6 @@ pub const SELECT_BY_KEY: &str = "SELECT k.request_digest, e.seq, k.rev, e.run_id
 pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
      FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
      WHERE k.key_sha256 = ?1 AND e.seq = 0 LIMIT 1";
-
-/// The stored form of an idempotency key: SHA-256, hex. The caller's key
-/// itself never reaches the database (it could hold anything).
-pub fn key_sha256(key: &str) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(key.as_bytes()))
-}
 
 /// Appends an event; returns its `(event_id, seq)`.
 pub fn insert_event(conn: &Connection, e: &NewEvent<'_>) -> rusqlite::Result<(i64, i64)> {

@@ -1,0 +1,217 @@
+//! Writes as one statement (PostgreSQL only; docs/postgres.md, "One round
+//! trip per write"): a mutation of a session with its event and key
+//! ([`OneWrite`]), and a new session with its `created` event.
+//!
+//! Each is a single statement of data-modifying CTEs, sent on its own (the
+//! server runs it as one implicit transaction), so the write is one round
+//! trip where the pipeline takes BEGIN, the locked read, the UPDATE, the
+//! INSERT, the read back and COMMIT. The statement decides nothing the
+//! pipeline would decide differently: its UPDATE carries the pipeline's
+//! guard (the verb's statuses, `--if-rev`) and applies only where the
+//! pipeline's other rules hold trivially (no lease row, the key not yet
+//! recorded, no open run, no pending gate, as the write asks); anything
+//! else matches no row and applies nothing, and the caller runs the
+//! pipeline, which diagnoses. The triggers check every row as they check
+//! the pipeline's.
+//!
+//! The event's seq and previous hash are read in the UPDATE's RETURNING,
+//! and its hash computed by the server (`logbook_event_hash`, schema V9,
+//! the encoding of docs/schema.md, "Hash chain"). If another writer
+//! committed an event of the session after this statement's snapshot, the
+//! seq is stale and the insert trigger refuses it: the statement fails,
+//! applies nothing, and the pipeline runs.
+//!
+//! `lock_timeout` is set for the statement's own transaction
+//! (`set_config(…, true)`, evaluated once before any row is read), as the
+//! pipeline sets it with `SET LOCAL`.
+
+use super::{Param, Params};
+use crate::store::codec::key_sha256;
+use crate::store::{OneWrite, SessionRow};
+use postgres::types::Type;
+
+/// The previous hash of a session's first event: 32 zero bytes.
+const GENESIS: &str =
+    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea";
+
+/// The whole session (the columns of `sessions::session_select`, in its
+/// order) from `p`, the UPDATE's RETURNING: its data, its checkpoint's
+/// event (this statement's own, `ev`, or an older one) and its references.
+const SELECT_AFTER_UPDATE: &str = "SELECT p.session_id, p.status, p.title, p.app, p.agent_id, \
+     p.route, p.stage, p.parent_session_id, p.tags, p.actor_type, p.actor_id, \
+     p.actor_authenticated, p.rev, p.checkpoint_seq, p.final_result, p.end_reason, \
+     p.input_tokens, p.output_tokens, p.api_calls, p.duration_ms, p.created_at_ms, \
+     p.updated_at_ms, p.ended_at_ms, p.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, \
+     d.metadata, c.at_ms, (c.data::json -> 'step')::text, c.detail, r.kinds, r.ids \
+     FROM p LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
+     LEFT JOIN LATERAL (SELECT ev.at_ms, ev.data, ev.detail FROM ev WHERE ev.seq = p.checkpoint_seq \
+       UNION ALL SELECT o.at_ms, o.data, o.detail FROM events o \
+       WHERE o.session_id = p.session_id AND o.seq = p.checkpoint_seq LIMIT 1) c ON true \
+     LEFT JOIN LATERAL (SELECT \
+       array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
+       array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
+       FROM session_refs x WHERE x.session_id = p.session_id) r ON true";
+
+/// The statement of [`OneWrite`] and its parameters. `lock_timeout_ms` is
+/// what the statement may wait for the session's row.
+pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Params) {
+    let (update, mut p) = super::sessions::session_update(w.session_id, w.guard, &w.change);
+    let next = |p: &mut Params, v: Box<dyn postgres::types::ToSql + Sync>, t: Type| {
+        p.push((v, t));
+        format!("${}", p.len())
+    };
+    let timeout = next(&mut p, Box::new(lock_timeout_ms.to_string()), Type::TEXT);
+    let (key, digest) = w.idempotency;
+    let key = next(&mut p, Box::new(key_sha256(key)), Type::TEXT);
+    let digest = next(&mut p, Box::new(digest.to_owned()), Type::TEXT);
+    let ty = next(&mut p, Box::new(w.event_type.to_owned()), Type::TEXT);
+    let actor = next(
+        &mut p,
+        Box::new(w.actor_type.as_str().to_owned()),
+        Type::TEXT,
+    );
+    let detail = next(&mut p, Box::new(w.detail.map(str::to_owned)), Type::TEXT);
+    let data = next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT);
+    let mut sql = format!(
+        "WITH u AS ({update} \
+         AND (SELECT set_config('lock_timeout', {timeout}, true)) IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = $1) \
+         AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
+           WHERE k.key_sha256 = {key} AND k.session_id = $1)"
+    );
+    if w.no_open_runs {
+        sql.push_str(
+            " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = $1 \
+             AND (r.status = 'pending' OR r.status = 'running'))",
+        );
+    }
+    if w.no_pending_gate {
+        sql.push_str(
+            " AND NOT EXISTS (SELECT 1 FROM session_gates g WHERE g.session_id = $1 \
+             AND g.status = 'pending')",
+        );
+    }
+    sql.push_str(&format!(
+        " RETURNING *, (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
+           WHERE e.session_id = sessions.session_id) AS next_seq, \
+         (SELECT e.hash FROM events e WHERE e.session_id = sessions.session_id \
+           ORDER BY e.seq DESC LIMIT 1) AS last_hash), \
+         p AS (SELECT u.*, coalesce(u.last_hash, {GENESIS}) AS link FROM u), \
+         ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+           run_id, prev_hash, hash) \
+           SELECT p.session_id, p.next_seq, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
+           NULL, p.link, logbook_event_hash(p.link, p.session_id, p.next_seq, {ty}, \
+           p.updated_at_ms, {actor}, {detail}, {data}, NULL) FROM p \
+           RETURNING event_id, seq, at_ms, detail, data), \
+         k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, request_digest, rev) \
+           SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) \
+         {SELECT_AFTER_UPDATE}"
+    ));
+    (sql, p)
+}
+
+/// A new session with no parent and no key, its data, tags and `created`
+/// event. Its creation time is the row's, but never below the newest
+/// session's (as the pipeline's create). A taken id inserts nothing and
+/// returns no row. $1 id, $2 status, $3 title, $4 app, $5 agent, $6 route,
+/// $7 stage, $8 tags JSON, $9 actor type, $10 now, $11 goal, $12 context,
+/// $13 metadata, $14 tags, $15 the created event's detail, $16 the lock
+/// timeout (ms, as text).
+pub const CREATE: &str = concat!(
+    "WITH s AS (INSERT INTO sessions (session_id, status, title, app, agent_id, route, stage, \
+     parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, checkpoint_seq, \
+     final_result, end_reason, input_tokens, output_tokens, api_calls, duration_ms, \
+     created_at_ms, updated_at_ms, ended_at_ms) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, 0, 1, NULL, NULL, NULL, 0, 0, 0, 0, \
+     t.at, t.at, NULL FROM (SELECT GREATEST($10::bigint, (SELECT max(created_at_ms) FROM sessions)) \
+     AS at) t \
+     WHERE (SELECT set_config('lock_timeout', $16, true)) IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) \
+     ON CONFLICT (session_id) DO NOTHING RETURNING *), \
+     d AS (INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
+     SELECT s.insert_seq, s.session_id, $11, $12, $13 FROM s RETURNING *), \
+     t AS (INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) \
+     SELECT u.tag, s.created_at_ms, s.insert_seq, s.session_id \
+     FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
+     ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, run_id, \
+     prev_hash, hash) SELECT s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL, ",
+    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea",
+    ", logbook_event_hash(",
+    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea",
+    ", s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL) FROM s \
+     RETURNING event_id) \
+     SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
+     s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, s.rev, \
+     s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, s.output_tokens, \
+     s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, s.ended_at_ms, s.insert_seq, \
+     d.insert_seq IS NOT NULL, d.goal, d.context, d.metadata, NULL::bigint, NULL::text, \
+     NULL::text, NULL::text[], NULL::text[] FROM s JOIN d ON d.insert_seq = s.insert_seq \
+     JOIN ev ON true"
+);
+
+/// The owned parameters of [`CREATE`].
+pub struct CreateParams {
+    id: String,
+    status: String,
+    title: String,
+    app: Option<String>,
+    agent: Option<String>,
+    route: Option<String>,
+    stage: Option<String>,
+    tags_json: String,
+    actor: String,
+    now: i64,
+    goal: Option<String>,
+    context: String,
+    metadata: String,
+    tags: Vec<String>,
+    detail: String,
+    timeout: String,
+}
+
+impl CreateParams {
+    /// The parameters for `r` (its `created_at_ms` is the write's time).
+    pub fn new(r: &SessionRow<'_>, detail: &str, lock_timeout_ms: i64) -> Self {
+        CreateParams {
+            id: r.session_id.to_owned(),
+            status: r.status.as_str().to_owned(),
+            title: r.title.to_owned(),
+            app: r.app.map(str::to_owned),
+            agent: r.agent_id.map(str::to_owned),
+            route: r.route.map(str::to_owned),
+            stage: r.stage.map(str::to_owned),
+            // Strings serialize infallibly.
+            tags_json: serde_json::to_string(r.tags).unwrap_or_else(|_| "[]".to_owned()),
+            actor: r.actor_type.as_str().to_owned(),
+            now: r.created_at_ms,
+            goal: r.goal.map(str::to_owned),
+            context: r.context.to_owned(),
+            metadata: r.metadata.to_owned(),
+            tags: r.tags.to_vec(),
+            detail: detail.to_owned(),
+            timeout: lock_timeout_ms.to_string(),
+        }
+    }
+
+    /// As the driver takes them.
+    pub fn params(&self) -> [Param<'_>; 16] {
+        [
+            (&self.id, Type::TEXT),
+            (&self.status, Type::TEXT),
+            (&self.title, Type::TEXT),
+            (&self.app, Type::TEXT),
+            (&self.agent, Type::TEXT),
+            (&self.route, Type::TEXT),
+            (&self.stage, Type::TEXT),
+            (&self.tags_json, Type::TEXT),
+            (&self.actor, Type::TEXT),
+            (&self.now, Type::INT8),
+            (&self.goal, Type::TEXT),
+            (&self.context, Type::TEXT),
+            (&self.metadata, Type::TEXT),
+            (&self.tags, Type::TEXT_ARRAY),
+            (&self.detail, Type::TEXT),
+            (&self.timeout, Type::TEXT),
+        ]
+    }
+}
