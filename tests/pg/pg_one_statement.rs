@@ -62,7 +62,8 @@ fn pg_the_server_hashes_an_event_as_the_library_does() {
     let env = TestEnv::new();
     env.create("migrated"); // the schema is there
     let mut c = env.pg_client();
-    let cases: Vec<(Option<&str>, Option<&str>, Option<&str>, i64, i64)> = vec![
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, i64, i64);
+    let cases: Vec<Case> = vec![
         (None, None, None, 0, 0),
         (Some(""), Some("{}"), None, 1, -1),
         (
@@ -262,7 +263,7 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
         let back = serde_json::to_value(lg.get_session(&id).unwrap()).unwrap();
         assert_eq!(returned.last().unwrap(), &back, "ledger {i}");
         // LEDGER_TAMPERED at the first hash the library computes otherwise.
-        let report = lg.verify(&[id.clone()]).unwrap();
+        let report = lg.verify(std::slice::from_ref(&id)).unwrap();
         assert_eq!(report.events, 7, "ledger {i}");
         let events: Vec<Value> = lg
             .session_events(&id, None, None)
