@@ -20,6 +20,7 @@ import bisect
 import hashlib
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Optional
@@ -74,6 +75,11 @@ def _ns_key(checkpoint_ns: str) -> str:
 
 def _writes_sort_key(task_path: str, task_id: str, idx: int) -> tuple:
     return (task_path, task_id, idx)
+
+
+#: The bounds of a saver's cache of read states and writes events.
+_ROWS_MAX = 1024
+_ROWS_BYTES = 32 << 20
 
 
 class _Fold:
@@ -145,6 +151,12 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         # held while a fold catches up, one reader at a time.
         self._folds: dict[str, _Fold] = {}
         self._fold_lock = threading.RLock()
+        # (session id, seq) -> a snapshot's state or a writes event, as read
+        # (the ledger's events and snapshots are never updated; a purge
+        # removes the session, which the fold's read reports), newest used
+        # last, at most _ROWS_MAX entries and _ROWS_BYTES of hex.
+        self._rows: OrderedDict[tuple[str, int], tuple[int, dict]] = OrderedDict()
+        self._rows_bytes = 0
 
     @classmethod
     @contextmanager
@@ -225,6 +237,8 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                     )
                 except SessionNotFound:
                     self._folds.pop(sid, None)
+                    for key in [k for k in self._rows if k[0] == sid]:
+                        self._rows_bytes -= self._rows.pop(key)[0]
                     raise
                 fold.add(page["events"])
                 if page.get("next_after_seq") is None:
@@ -265,8 +279,9 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         ]
 
     def _events_at(self, sid: str, seqs: Optional[list[int]]) -> Iterator[dict]:
-        """The session's events at ``seqs`` (ascending), a read per run of
-        consecutive seqs; every event when ``seqs`` is None."""
+        """The session's events at ``seqs`` (ascending): cached ones from
+        the cache, the others a read per run of consecutive seqs; every
+        event when ``seqs`` is None."""
         if seqs is None:
             after = None
             while True:
@@ -275,17 +290,53 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 after = page.get("next_after_seq")
                 if after is None:
                     return
+        got = {seq: self._cached(sid, seq) for seq in seqs}
+        missing = [seq for seq in seqs if got[seq] is None]
         i = 0
-        while i < len(seqs):
+        while i < len(missing):
             j = i + 1
-            while j < len(seqs) and j - i < 1000 and seqs[j] == seqs[j - 1] + 1:
+            while j < len(missing) and j - i < 1000 and missing[j] == missing[j - 1] + 1:
                 j += 1
-            page = self.ledger.session_events(sid, after_seq=seqs[i] - 1, limit=j - i)
-            yield from page["events"]
+            page = self.ledger.session_events(sid, after_seq=missing[i] - 1, limit=j - i)
+            for e in page["events"]:
+                got[e["seq"]] = e
+                d = e.get("data") or {}
+                size = sum(len(w.get("value", "")) for w in d.get("writes", ()))
+                self._cache(sid, e["seq"], e, size)
             i = j
+        for seq in seqs:
+            if got[seq] is not None:
+                yield got[seq]
+
+    def _cached(self, sid: str, seq: int) -> Optional[dict]:
+        with self._fold_lock:
+            hit = self._rows.get((sid, seq))
+            if hit is None:
+                return None
+            self._rows.move_to_end((sid, seq))
+            return hit[1]
+
+    def _cache(self, sid: str, seq: int, value: dict, size: int) -> None:
+        with self._fold_lock:
+            old = self._rows.pop((sid, seq), None)
+            if old is not None:
+                self._rows_bytes -= old[0]
+            self._rows[(sid, seq)] = (size, value)
+            self._rows_bytes += size
+            while len(self._rows) > _ROWS_MAX or self._rows_bytes > _ROWS_BYTES:
+                self._rows_bytes -= self._rows.popitem(last=False)[1][0]
+
+    def _state(self, sid: str, seq: int) -> dict:
+        """The snapshot state of the checkpoint at ``seq`` (read once)."""
+        state = self._cached(sid, seq)
+        if state is None:
+            state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
+            size = len(state["checkpoint"]["hex"]) + len(state["metadata"]["hex"])
+            self._cache(sid, seq, state, size)
+        return state
 
     def _tuple(self, thread_id: str, sid: str, seq: int) -> CheckpointTuple:
-        state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
+        state = self._state(sid, seq)
         ns = _unhex(state["checkpoint_ns"])
         cid = state["checkpoint_id"]
         cp = state["checkpoint"]
