@@ -77,7 +77,7 @@ def _writes_sort_key(task_path: str, task_id: str, idx: int) -> tuple:
     return (task_path, task_id, idx)
 
 
-#: The bounds of a saver's cache of read states and writes events.
+#: The bounds of a saver's cache of read states and folded writes.
 _ROWS_MAX = 1024
 _ROWS_BYTES = 32 << 20
 
@@ -151,11 +151,12 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         # held while a fold catches up, one reader at a time.
         self._folds: dict[str, _Fold] = {}
         self._fold_lock = threading.RLock()
-        # (session id, seq) -> a snapshot's state or a writes event, as read
+        # (session id, seq) -> a checkpoint's state, and (session id, key) ->
+        # a checkpoint's folded writes, as read
         # (the ledger's events and snapshots are never updated; a purge
         # removes the session, which the fold's read reports), newest used
         # last, at most _ROWS_MAX entries and _ROWS_BYTES of hex.
-        self._rows: OrderedDict[tuple[str, int], tuple[int, dict]] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, Any], tuple[int, Any]] = OrderedDict()
         self._rows_bytes = 0
 
     @classmethod
@@ -259,6 +260,24 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         with self._fold_lock:
             fold = self._folds.get(sid)
             seqs = list(fold.writes.get((ns_hex, cid_hex), ())) if fold is not None else None
+        if seqs == []:
+            return []
+        # A checkpoint's writes only grow (its list of seqs is appended to),
+        # so its count and last seq name what was folded.
+        key = ("writes", ns_hex, cid_hex, len(seqs), seqs[-1]) if seqs else None
+        ordered = self._cached(sid, key) if key else None
+        if ordered is None:
+            ordered = self._fold_writes(sid, seqs, ns_hex, cid_hex)
+            if key:
+                self._cache(sid, key, ordered, sum(len(w[3]) for w in ordered))
+        loads = self.serde.loads_typed
+        return [(task_id, channel, loads((t, v))) for task_id, channel, t, v in ordered]
+
+    def _fold_writes(
+        self, sid: str, seqs: Optional[list[int]], ns_hex: str, cid_hex: str
+    ) -> list[tuple[str, str, str, bytes]]:
+        """(task id, channel, type, value bytes) of a checkpoint's writes
+        events at ``seqs``, folded and in LangGraph's order."""
         stored: dict[tuple[str, int], tuple[str, str, str, str, str]] = {}
         for e in self._events_at(sid, seqs):
             d = e.get("data")
@@ -274,8 +293,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 stored[key] = (task_id, _unhex(w["channel"]), w["type"], w["value"], task_path)
         ordered = sorted(stored.items(), key=lambda kv: _writes_sort_key(kv[1][4], *kv[0]))
         return [
-            (task_id, channel, self.serde.loads_typed((t, bytes.fromhex(v))))
-            for _, (task_id, channel, t, v, _) in ordered
+            (task_id, channel, t, bytes.fromhex(v)) for _, (task_id, channel, t, v, _) in ordered
         ]
 
     def _events_at(self, sid: str, seqs: Optional[list[int]]) -> Iterator[dict]:
@@ -290,58 +308,56 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 after = page.get("next_after_seq")
                 if after is None:
                     return
-        got = {seq: self._cached(sid, seq) for seq in seqs}
-        missing = [seq for seq in seqs if got[seq] is None]
+        # Each event is read once per call: the folded writes are what the
+        # cache keeps.
         i = 0
-        while i < len(missing):
+        while i < len(seqs):
             j = i + 1
-            while j < len(missing) and j - i < 1000 and missing[j] == missing[j - 1] + 1:
+            while j < len(seqs) and j - i < 1000 and seqs[j] == seqs[j - 1] + 1:
                 j += 1
-            page = self.ledger.session_events(sid, after_seq=missing[i] - 1, limit=j - i)
-            for e in page["events"]:
-                got[e["seq"]] = e
-                d = e.get("data") or {}
-                size = sum(len(w.get("value", "")) for w in d.get("writes", ()))
-                self._cache(sid, e["seq"], e, size)
+            page = self.ledger.session_events(sid, after_seq=seqs[i] - 1, limit=j - i)
+            yield from page["events"]
             i = j
-        for seq in seqs:
-            if got[seq] is not None:
-                yield got[seq]
 
-    def _cached(self, sid: str, seq: int) -> Optional[dict]:
+    def _cached(self, sid: str, key: Any) -> Any:
         with self._fold_lock:
-            hit = self._rows.get((sid, seq))
+            hit = self._rows.get((sid, key))
             if hit is None:
                 return None
-            self._rows.move_to_end((sid, seq))
+            self._rows.move_to_end((sid, key))
             return hit[1]
 
-    def _cache(self, sid: str, seq: int, value: dict, size: int) -> None:
+    def _cache(self, sid: str, key: Any, value: Any, size: int) -> None:
         with self._fold_lock:
-            old = self._rows.pop((sid, seq), None)
+            old = self._rows.pop((sid, key), None)
             if old is not None:
                 self._rows_bytes -= old[0]
-            self._rows[(sid, seq)] = (size, value)
+            self._rows[(sid, key)] = (size, value)
             self._rows_bytes += size
             while len(self._rows) > _ROWS_MAX or self._rows_bytes > _ROWS_BYTES:
                 self._rows_bytes -= self._rows.popitem(last=False)[1][0]
 
-    def _state(self, sid: str, seq: int) -> dict:
-        """The snapshot state of the checkpoint at ``seq`` (read once)."""
-        state = self._cached(sid, seq)
-        if state is None:
+    def _state(self, sid: str, seq: int) -> tuple:
+        """(ns, checkpoint id, parent id, checkpoint type, bytes, metadata
+        type, bytes) of the checkpoint at ``seq``, read once."""
+        got = self._cached(sid, seq)
+        if got is None:
             state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
-            size = len(state["checkpoint"]["hex"]) + len(state["metadata"]["hex"])
-            self._cache(sid, seq, state, size)
-        return state
+            cp, md = state["checkpoint"], state["metadata"]
+            got = (
+                _unhex(state["checkpoint_ns"]),
+                state["checkpoint_id"],
+                state.get("parent_checkpoint_id"),
+                cp["type"],
+                bytes.fromhex(cp["hex"]),
+                md["type"],
+                bytes.fromhex(md["hex"]),
+            )
+            self._cache(sid, seq, got, len(got[4]) + len(got[6]))
+        return got
 
     def _tuple(self, thread_id: str, sid: str, seq: int) -> CheckpointTuple:
-        state = self._state(sid, seq)
-        ns = _unhex(state["checkpoint_ns"])
-        cid = state["checkpoint_id"]
-        cp = state["checkpoint"]
-        md = state["metadata"]
-        parent = state.get("parent_checkpoint_id")
+        ns, cid, parent, cp_type, cp_bytes, md_type, md_bytes = self._state(sid, seq)
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -350,8 +366,8 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": cid,
                 }
             },
-            checkpoint=self.serde.loads_typed((cp["type"], bytes.fromhex(cp["hex"]))),
-            metadata=self.serde.loads_typed((md["type"], bytes.fromhex(md["hex"]))),
+            checkpoint=self.serde.loads_typed((cp_type, cp_bytes)),
+            metadata=self.serde.loads_typed((md_type, md_bytes)),
             parent_config=(
                 {
                     "configurable": {
