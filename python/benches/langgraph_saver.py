@@ -237,7 +237,9 @@ def bench_read(a, d):
 
 
 def fmt_us(us: float) -> str:
-    return f"{us / 1e6:.2f} s" if us >= 1e6 else (f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.0f} µs")
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.0f} µs"
 
 
 # -- procs ---------------------------------------------------------------------
@@ -271,11 +273,11 @@ def proc_worker(kind: str, path: str, sync: str, start: float, seconds: float) -
                       "kinds": kinds}), flush=True)
 
 
-def run_procs(kind: str, path: str, a) -> dict:
+def run_procs(kind: str, path: str, a, n: int) -> dict:
     start = time.time() + 2.0
     ps = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", kind, path,
                             a.sync, str(start), str(a.seconds)], stdout=subprocess.PIPE, text=True)
-          for _ in range(a.procs)]
+          for _ in range(n)]
     rows = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in ps]
     s0, e1 = min(r["start"] for r in rows), max(r["end"] for r in rows)
     kinds: dict[str, int] = {}
@@ -288,35 +290,40 @@ def run_procs(kind: str, path: str, a) -> dict:
 
 
 def bench_procs(a, d):
-    lb_rates, sq_rates, ratios = [], [], []
+    rates = {k: {1: [], a.procs: []} for k in ("logbook", "sqlite")}
+    ratios = []
     errs = {"logbook": [0, 0, {}], "sqlite": [0, 0, {}]}
     for r in range(a.proc_rounds):
-        res = {}
         order = ["logbook", "sqlite"] if r % 2 == 0 else ["sqlite", "logbook"]
+        line = []
         for kind in order:
-            path = os.path.join(d, f"procs-{kind}-{r}.db")
-            close(logbook_saver(path, a.sync) if kind == "logbook" else sqlite_saver(path, a.sync))
-            res[kind] = run_procs(kind, path, a)
-            e = errs[kind]
-            e[0] += res[kind]["locked"]
-            e[1] += res[kind]["other"]
-            for k, v in res[kind]["kinds"].items():
-                e[2][k] = e[2].get(k, 0) + v
-        lb_rates.append(res["logbook"]["rate"])
-        sq_rates.append(res["sqlite"]["rate"])
-        ratios.append(res["logbook"]["rate"] / res["sqlite"]["rate"])
-        print(f"round {r + 1}: logbook {lb_rates[-1]:.0f} puts/s ({res['logbook']['locked']} locked, "
-              f"{res['logbook']['other']} other), SqliteSaver {sq_rates[-1]:.0f} puts/s "
-              f"({res['sqlite']['locked']} locked, {res['sqlite']['other']} other)", flush=True)
+            for n in (a.procs, 1):
+                path = os.path.join(d, f"procs-{kind}-{r}-{n}.db")
+                opener = logbook_saver if kind == "logbook" else sqlite_saver
+                close(opener(path, a.sync))
+                res = run_procs(kind, path, a, n)
+                rates[kind][n].append(res["rate"])
+                e = errs[kind]
+                e[0] += res["locked"]
+                e[1] += res["other"]
+                for k, v in res["kinds"].items():
+                    e[2][k] = e[2].get(k, 0) + v
+                line.append(f"{kind} x{n} {res['rate']:.0f} puts/s ({res['locked']} locked, "
+                            f"{res['other']} other)")
+        ratios.append(rates["logbook"][a.procs][-1] / rates["sqlite"][a.procs][-1])
+        print(f"round {r + 1}: " + "; ".join(line), flush=True)
     print(f"\n### {a.procs} processes writing one file, {a.seconds:g} s each, "
           f"synchronous={a.sync.upper()}, {a.proc_rounds} rounds\n")
-    table(["saver", "puts/s in all (median)", "'database is locked'", "other errors",
-           "ratio logbook / SqliteSaver (median)"], [
-        ["LogbookSaver", f"{med(lb_rates):.0f}", errs["logbook"][0],
-         f"{errs['logbook'][1]} {errs['logbook'][2] or ''}", f"{med(ratios):.2f}"],
-        ["SqliteSaver", f"{med(sq_rates):.0f}", errs["sqlite"][0],
-         f"{errs['sqlite'][1]} {errs['sqlite'][2] or ''}", "1.00"],
-    ])
+    rows = []
+    for kind, name in (("logbook", "LogbookSaver"), ("sqlite", "SqliteSaver")):
+        many, one = med(rates[kind][a.procs]), med(rates[kind][1])
+        e = errs[kind]
+        rows.append([name, f"{many:.0f}", f"{one:.0f}", f"{many / one:.2f}", e[0],
+                     f"{e[1]} {e[2] or ''}".strip(),
+                     f"{med(ratios):.2f}" if kind == "logbook" else "1.00"])
+    table(["saver", f"puts/s, {a.procs} processes (median)", "puts/s, 1 process (median)",
+           f"{a.procs} / 1", "'database is locked' (all rounds)", "errors (all rounds)",
+           f"ratio to SqliteSaver, {a.procs} processes (median of rounds)"], rows)
 
 
 # -- binding -------------------------------------------------------------------
