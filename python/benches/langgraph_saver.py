@@ -132,28 +132,59 @@ def interleave(rounds, fn_lb, fn_sq):
     return lb, sq
 
 
+def raw_calls(saver, tag: str, n: int, new_threads: bool) -> float:
+    """What LogbookSaver.put sends, as bare Ledger calls: the same state
+    and step (and for a new thread, the same create_session); µs per put."""
+    from logbook_ledger.langgraph import _STEP, _hex, _ns_key, _thread_tag
+
+    led, serde = saver.ledger, saver.serde
+    cks = [checkpoint(i) for i in range(n)]
+
+    def create(t):
+        return led.create_session("LangGraph thread", app="langgraph", tag=[_thread_tag(t)],
+                                  metadata={"langgraph": {"thread_id_hex": _hex(t)}})["session_id"]
+
+    sid = None if new_threads else create(tag)
+    t0 = time.perf_counter()
+    for i, c in enumerate(cks):
+        cp_type, cp_bytes = serde.dumps_typed(c)
+        md_type, md_bytes = serde.dumps_typed({"source": "loop", "step": i})
+        state = {"v": 1, "checkpoint_ns": "", "checkpoint_id": c["id"],
+                 "parent_checkpoint_id": None,
+                 "checkpoint": {"type": cp_type, "hex": cp_bytes.hex()},
+                 "metadata": {"type": md_type, "hex": md_bytes.hex()}}
+        s = create(f"{tag}-{i}") if new_threads else sid
+        led.checkpoint(s, step=f"{_STEP}{_ns_key('')} {_hex(c['id'])}", state=state)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
 def bench_put(a, d):
     lbs = logbook_saver(os.path.join(d, "put-lb.db"), a.sync)
     sqs = sqlite_saver(os.path.join(d, "put-sq.db"), a.sync)
+    raw = logbook_saver(os.path.join(d, "put-raw.db"), a.sync)
     per = a.threads // a.rounds
     rows = []
-    for name, fn, n in [
-        (f"put, one per new thread ({per * a.rounds:,} threads)", put_new_threads, per),
-        (f"put, {a.one_ops:,} on one thread per round", put_one_thread, a.one_ops),
+    for name, fn, n, new_threads in [
+        (f"put, one per new thread ({per * a.rounds:,} threads)", put_new_threads, per, True),
+        (f"put, {a.one_ops:,} on one thread per round", put_one_thread, a.one_ops, False),
     ]:
-        lb, sq = interleave(
-            a.rounds,
-            lambda r: fn(lbs, f"{fn.__name__}-{r}-{uuid.uuid4()}", n),
-            lambda r: fn(sqs, f"{fn.__name__}-{r}-{uuid.uuid4()}", n),
-        )
+        lb, sq, rw = [], [], []
+        for r in range(a.rounds):
+            runs = [(lb, lambda: fn(lbs, f"{fn.__name__}-{r}-{uuid.uuid4()}", n)),
+                    (sq, lambda: fn(sqs, f"{fn.__name__}-{r}-{uuid.uuid4()}", n)),
+                    (rw, lambda: raw_calls(raw, f"raw-{r}-{uuid.uuid4()}", n, new_threads))]
+            for out, run in runs[r % 3:] + runs[:r % 3]:
+                out.append(run())
         ratios = [s / x for x, s in zip(lb, sq)]
+        own = [x / w for x, w in zip(lb, rw)]
         rows.append([name, f"{med(lb):.0f}", f"{med(sq):.0f}", f"{med(ratios):.2f}",
-                     " ".join(f"{x:.2f}" for x in ratios)])
-    close(lbs)
-    close(sqs)
+                     " ".join(f"{x:.2f}" for x in ratios), f"{med(rw):.0f}", f"{med(own):.2f}"])
+    for s in (lbs, sqs, raw):
+        close(s)
     print(f"### put (synchronous={a.sync.upper()} on both, {a.rounds} rounds)\n")
     table(["measure", "LogbookSaver µs/put", "SqliteSaver µs/put", "ratio (median)",
-           "ratios per round"], rows)
+           "ratios per round", "the same Ledger calls alone µs/put",
+           "LogbookSaver / Ledger calls (median)"], rows)
 
 
 # -- read ----------------------------------------------------------------------
