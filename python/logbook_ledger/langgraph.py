@@ -103,27 +103,29 @@ class _Fold:
 
     def add(self, events: list) -> None:
         for e in events:
-            seq = e["seq"]
-            d = e.get("data")
-            if e["type"] == "checkpoint":
-                # A checkpoint with a snapshot (its data names the
-                # snapshot's hash), as `Ledger.checkpoints` lists them.
-                if not d or "snapshot" not in d:
-                    continue
-                step = d.get("step") or ""
-                if not step.startswith(_STEP):
-                    continue
-                parts = step[len(_STEP):].split(" ")
-                if len(parts) != 2:
-                    continue
-                key = (parts[0], _unhex(parts[1]))
-                if key not in self.seqs:
-                    bisect.insort(self.ids.setdefault(key[0], []), key[1])
-                self.seqs[key] = max(self.seqs.get(key, -1), seq)
-            elif e["type"] == WRITES_EVENT and d:
-                self.writes.setdefault((d.get("ns"), d.get("checkpoint_id")), []).append(seq)
-        if events:
-            self.upto = events[-1]["seq"]
+            self._add(e)
+            self.upto = e["seq"]
+
+    def _add(self, e: dict) -> None:
+        seq = e["seq"]
+        d = e.get("data")
+        if e["type"] == "checkpoint":
+            # A checkpoint with a snapshot (its data names the snapshot's
+            # hash), as `Ledger.checkpoints` lists them.
+            if not d or "snapshot" not in d:
+                return
+            step = d.get("step") or ""
+            if not step.startswith(_STEP):
+                return
+            parts = step[len(_STEP):].split(" ")
+            if len(parts) != 2:
+                return
+            key = (parts[0], _unhex(parts[1]))
+            if key not in self.seqs:
+                bisect.insort(self.ids.setdefault(key[0], []), key[1])
+            self.seqs[key] = max(self.seqs.get(key, -1), seq)
+        elif e["type"] == WRITES_EVENT and d:
+            self.writes.setdefault((d.get("ns"), d.get("checkpoint_id")), []).append(seq)
 
 
 class LogbookSaver(BaseCheckpointSaver[str]):
@@ -151,11 +153,11 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         # held while a fold catches up, one reader at a time.
         self._folds: dict[str, _Fold] = {}
         self._fold_lock = threading.RLock()
-        # (session id, seq) -> a checkpoint's state, and (session id, key) ->
-        # a checkpoint's folded writes, as read
-        # (the ledger's events and snapshots are never updated; a purge
-        # removes the session, which the fold's read reports), newest used
-        # last, at most _ROWS_MAX entries and _ROWS_BYTES of hex.
+        # (session id, seq) -> a checkpoint's decoded state, and (session
+        # id, key) -> a checkpoint's folded writes, as read (the ledger's
+        # events and snapshots are never updated; a purge removes the
+        # session, which the fold's read reports); newest used last, at most
+        # _ROWS_MAX entries and _ROWS_BYTES of serialized values.
         self._rows: OrderedDict[tuple[str, Any], tuple[int, Any]] = OrderedDict()
         self._rows_bytes = 0
 
