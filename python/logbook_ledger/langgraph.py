@@ -19,9 +19,11 @@ run the blocking call in a thread, as LangGraph's own SQLite saver does);
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Optional
@@ -78,6 +80,57 @@ def _writes_sort_key(task_path: str, task_id: str, idx: int) -> tuple:
     return (task_path, task_id, idx)
 
 
+#: The bounds of a saver's cache of read states and folded writes.
+_ROWS_MAX = 1024
+_ROWS_BYTES = 32 << 20
+
+
+class _Fold:
+    """What a saver has read of one session's events, kept between calls:
+    the events are append-only (a purge removes the whole session), so each
+    read fetches only the events after ``upto`` (BENCHMARKS.md, "Python
+    package")."""
+
+    __slots__ = ("upto", "seqs", "ids", "writes")
+
+    def __init__(self) -> None:
+        #: The seq of the last event folded in (-1: none yet).
+        self.upto = -1
+        #: (ns key, checkpoint id) -> the newest seq of its checkpoint, in
+        #: the order the ids first appeared.
+        self.seqs: dict[tuple[str, str], int] = {}
+        #: ns key -> its checkpoint ids, sorted.
+        self.ids: dict[str, list[str]] = {}
+        #: (ns hex, checkpoint id hex) -> the seqs of its writes events.
+        self.writes: dict[tuple[Any, Any], list[int]] = {}
+
+    def add(self, events: list) -> None:
+        for e in events:
+            self._add(e)
+            self.upto = e["seq"]
+
+    def _add(self, e: dict) -> None:
+        seq = e["seq"]
+        d = e.get("data")
+        if e["type"] == "checkpoint":
+            # A checkpoint with a snapshot (its data names the snapshot's
+            # hash), as `Ledger.checkpoints` lists them.
+            if not d or "snapshot" not in d:
+                return
+            step = d.get("step") or ""
+            if not step.startswith(_STEP):
+                return
+            parts = step[len(_STEP):].split(" ")
+            if len(parts) != 2:
+                return
+            key = (parts[0], _unhex(parts[1]))
+            if key not in self.seqs:
+                bisect.insort(self.ids.setdefault(key[0], []), key[1])
+            self.seqs[key] = max(self.seqs.get(key, -1), seq)
+        elif e["type"] == WRITES_EVENT and d:
+            self.writes.setdefault((d.get("ns"), d.get("checkpoint_id")), []).append(seq)
+
+
 class LogbookSaver(BaseCheckpointSaver[str]):
     """A LangGraph ``BaseCheckpointSaver`` that records into a logbook ledger.
 
@@ -100,6 +153,17 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         self._sessions: dict[str, str] = {}
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()
+        # Session id -> what was read of its events (_Fold); the lock is
+        # held while a fold catches up, one reader at a time.
+        self._folds: dict[str, _Fold] = {}
+        self._fold_lock = threading.RLock()
+        # (session id, seq) -> a checkpoint's decoded state, and (session
+        # id, key) -> a checkpoint's folded writes, as read (the ledger's
+        # events and snapshots are never updated; a purge removes the
+        # session, which the fold's read reports); newest used last, at most
+        # _ROWS_MAX entries and _ROWS_BYTES of serialized values.
+        self._rows: OrderedDict[tuple[str, Any], tuple[int, Any]] = OrderedDict()
+        self._rows_bytes = 0
 
     @classmethod
     @contextmanager
@@ -119,12 +183,20 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             sid = self._sessions.get(thread_id)
         if sid is not None:
             return sid
-        page = self.ledger.list_sessions(
-            app=APP, tag=_thread_tag(thread_id), status=_FIND_STATUSES, limit=1
-        )
-        if not page["sessions"]:
-            return None
-        sid = page["sessions"][0]["session_id"]
+        # The newest live session of app langgraph with the thread's tag.
+        # Asked by the tag alone, which the ledger reads from its tag index;
+        # with the app and statuses too it would walk every langgraph
+        # session until one has the tag (BENCHMARKS.md, "Python package").
+        sid, cursor = None, None
+        while sid is None:
+            page = self.ledger.list_sessions(tag=_thread_tag(thread_id), limit=8, cursor=cursor)
+            for s in page["sessions"]:
+                if s.get("app") == APP and s["status"] in _FIND_STATUSES:
+                    sid = s["session_id"]
+                    break
+            cursor = page.get("next_cursor")
+            if sid is None and not cursor:
+                return None
         with self._lock:
             self._sessions[thread_id] = sid
         return sid
@@ -159,58 +231,140 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             self._forget(thread_id)
             return fn(self._session_for_write(thread_id))
 
+    def _fold(self, sid: str) -> _Fold:
+        """The session's fold, caught up with its newest events (one read
+        when nothing is new). SessionNotFound when it was purged."""
+        with self._fold_lock:
+            fold = self._folds.get(sid)
+            if fold is None:
+                fold = _Fold()
+            while True:
+                try:
+                    page = self.ledger.session_events(
+                        sid, after_seq=fold.upto if fold.upto >= 0 else None, limit=1000
+                    )
+                except SessionNotFound:
+                    self._folds.pop(sid, None)
+                    for key in [k for k in self._rows if k[0] == sid]:
+                        self._rows_bytes -= self._rows.pop(key)[0]
+                    raise
+                fold.add(page["events"])
+                if page.get("next_after_seq") is None:
+                    break
+            self._folds[sid] = fold
+            return fold
+
     def _index(self, sid: str) -> list[tuple[str, str, int]]:
         """(ns key, checkpoint id, seq) of each checkpoint of a session; for
         a checkpoint id put twice, the newest."""
-        newest: dict[tuple[str, str], int] = {}
-        for c in self.ledger.checkpoints(sid)["checkpoints"]:
-            step = c.get("step") or ""
-            if not step.startswith(_STEP):
-                continue
-            parts = step[len(_STEP):].split(" ")
-            if len(parts) != 2:
-                continue
-            key = (parts[0], _unhex(parts[1]))
-            newest[key] = max(newest.get(key, -1), c["seq"])
-        return [(k[0], k[1], seq) for k, seq in newest.items()]
+        return [(k[0], k[1], seq) for k, seq in self._fold(sid).seqs.items()]
 
     def _writes(self, sid: str, checkpoint_ns: str, checkpoint_id: str) -> list:
         """The pending writes of one checkpoint, folded as LangGraph's own
         savers fold them: a special channel's write replaces, any other is
         kept once per (task, idx)."""
         ns_hex, cid_hex = _hex(checkpoint_ns), _hex(checkpoint_id)
+        with self._fold_lock:
+            fold = self._folds.get(sid)
+            seqs = list(fold.writes.get((ns_hex, cid_hex), ())) if fold is not None else None
+        if seqs == []:
+            return []
+        # A checkpoint's writes only grow (its list of seqs is appended to),
+        # so its count and last seq name what was folded.
+        key = ("writes", ns_hex, cid_hex, len(seqs), seqs[-1]) if seqs else None
+        ordered = self._cached(sid, key) if key else None
+        if ordered is None:
+            ordered = self._fold_writes(sid, seqs, ns_hex, cid_hex)
+            if key:
+                self._cache(sid, key, ordered, sum(len(w[3]) for w in ordered))
+        loads = self.serde.loads_typed
+        return [(task_id, channel, loads((t, v))) for task_id, channel, t, v in ordered]
+
+    def _fold_writes(
+        self, sid: str, seqs: Optional[list[int]], ns_hex: str, cid_hex: str
+    ) -> list[tuple[str, str, str, bytes]]:
+        """(task id, channel, type, value bytes) of a checkpoint's writes
+        events at ``seqs``, folded and in LangGraph's order."""
         stored: dict[tuple[str, int], tuple[str, str, str, str, str]] = {}
-        after = None
-        while True:
-            page = self.ledger.session_events(sid, after_seq=after, limit=1000)
-            for e in page["events"]:
-                d = e.get("data")
-                if e["type"] != WRITES_EVENT or not d:
+        for e in self._events_at(sid, seqs):
+            d = e.get("data")
+            if e["type"] != WRITES_EVENT or not d:
+                continue
+            if d.get("ns") != ns_hex or d.get("checkpoint_id") != cid_hex:
+                continue
+            task_id, task_path = _unhex(d["task_id"]), _unhex(d["task_path"])
+            for w in d["writes"]:
+                key = (task_id, w["idx"])
+                if w["idx"] >= 0 and key in stored:
                     continue
-                if d.get("ns") != ns_hex or d.get("checkpoint_id") != cid_hex:
-                    continue
-                task_id, task_path = _unhex(d["task_id"]), _unhex(d["task_path"])
-                for w in d["writes"]:
-                    key = (task_id, w["idx"])
-                    if w["idx"] >= 0 and key in stored:
-                        continue
-                    stored[key] = (task_id, _unhex(w["channel"]), w["type"], w["value"], task_path)
-            after = page.get("next_after_seq")
-            if after is None:
-                break
+                stored[key] = (task_id, _unhex(w["channel"]), w["type"], w["value"], task_path)
         ordered = sorted(stored.items(), key=lambda kv: _writes_sort_key(kv[1][4], *kv[0]))
         return [
-            (task_id, channel, self.serde.loads_typed((t, bytes.fromhex(v))))
-            for _, (task_id, channel, t, v, _) in ordered
+            (task_id, channel, t, bytes.fromhex(v)) for _, (task_id, channel, t, v, _) in ordered
         ]
 
+    def _events_at(self, sid: str, seqs: Optional[list[int]]) -> Iterator[dict]:
+        """The session's events at ``seqs`` (ascending): cached ones from
+        the cache, the others a read per run of consecutive seqs; every
+        event when ``seqs`` is None."""
+        if seqs is None:
+            after = None
+            while True:
+                page = self.ledger.session_events(sid, after_seq=after, limit=1000)
+                yield from page["events"]
+                after = page.get("next_after_seq")
+                if after is None:
+                    return
+        # Each event is read once per call: the folded writes are what the
+        # cache keeps.
+        i = 0
+        while i < len(seqs):
+            j = i + 1
+            while j < len(seqs) and j - i < 1000 and seqs[j] == seqs[j - 1] + 1:
+                j += 1
+            page = self.ledger.session_events(sid, after_seq=seqs[i] - 1, limit=j - i)
+            yield from page["events"]
+            i = j
+
+    def _cached(self, sid: str, key: Any) -> Any:
+        with self._fold_lock:
+            hit = self._rows.get((sid, key))
+            if hit is None:
+                return None
+            self._rows.move_to_end((sid, key))
+            return hit[1]
+
+    def _cache(self, sid: str, key: Any, value: Any, size: int) -> None:
+        with self._fold_lock:
+            old = self._rows.pop((sid, key), None)
+            if old is not None:
+                self._rows_bytes -= old[0]
+            self._rows[(sid, key)] = (size, value)
+            self._rows_bytes += size
+            while len(self._rows) > _ROWS_MAX or self._rows_bytes > _ROWS_BYTES:
+                self._rows_bytes -= self._rows.popitem(last=False)[1][0]
+
+    def _state(self, sid: str, seq: int) -> tuple:
+        """(ns, checkpoint id, parent id, checkpoint type, bytes, metadata
+        type, bytes) of the checkpoint at ``seq``, read once."""
+        got = self._cached(sid, seq)
+        if got is None:
+            state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
+            cp, md = state["checkpoint"], state["metadata"]
+            got = (
+                _unhex(state["checkpoint_ns"]),
+                state["checkpoint_id"],
+                state.get("parent_checkpoint_id"),
+                cp["type"],
+                bytes.fromhex(cp["hex"]),
+                md["type"],
+                bytes.fromhex(md["hex"]),
+            )
+            self._cache(sid, seq, got, len(got[4]) + len(got[6]))
+        return got
+
     def _tuple(self, thread_id: str, sid: str, seq: int) -> CheckpointTuple:
-        state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
-        ns = _unhex(state["checkpoint_ns"])
-        cid = state["checkpoint_id"]
-        cp = state["checkpoint"]
-        md = state["metadata"]
-        parent = state.get("parent_checkpoint_id")
+        ns, cid, parent, cp_type, cp_bytes, md_type, md_bytes = self._state(sid, seq)
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -219,8 +373,8 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": cid,
                 }
             },
-            checkpoint=self.serde.loads_typed((cp["type"], bytes.fromhex(cp["hex"]))),
-            metadata=self.serde.loads_typed((md["type"], bytes.fromhex(md["hex"]))),
+            checkpoint=self.serde.loads_typed((cp_type, cp_bytes)),
+            metadata=self.serde.loads_typed((md_type, md_bytes)),
             parent_config=(
                 {
                     "configurable": {
@@ -247,22 +401,24 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         sid = self._find(thread_id)
         if sid is None:
             return None
-        try:
-            index = self._index(sid)
-        except SessionNotFound:
-            # The cached session was purged (another saver's delete_thread):
-            # the thread may have a new one.
-            self._forget(thread_id)
-            sid = self._find(thread_id)
-            if sid is None:
-                return None
-            index = self._index(sid)
-        index = [e for e in index if e[0] == _ns_key(ns)]
-        if cid:
-            index = [e for e in index if e[1] == cid]
-        if not index:
+        key = _ns_key(ns)
+        with self._fold_lock:
+            try:
+                fold = self._fold(sid)
+            except SessionNotFound:
+                # The cached session was purged (another saver's delete_thread):
+                # the thread may have a new one.
+                self._forget(thread_id)
+                sid = self._find(thread_id)
+                if sid is None:
+                    return None
+                fold = self._fold(sid)
+            if not cid:
+                ids = fold.ids.get(key)
+                cid = ids[-1] if ids else None
+            seq = fold.seqs.get((key, cid)) if cid else None
+        if seq is None:
             return None
-        _, _, seq = max(index, key=lambda e: e[1])
         return self._tuple(thread_id, sid, seq)
 
     def list(
@@ -289,23 +445,26 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             ns = conf.get("checkpoint_ns")
             cid = get_checkpoint_id(config)
         else:
-            threads, ns, cid = list(self._threads()), None, None
+            thread_id, threads, ns, cid = None, list(self._threads()), None, None
         before_id = get_checkpoint_id(before) if before else None
-        entries = []
-        for thread_id, sid in threads:
-            try:
-                index = self._index(sid)
-            except SessionNotFound:
-                continue
-            for ns_key, checkpoint_id, seq in index:
-                if ns is not None and ns_key != _ns_key(ns):
+        if thread_id is not None and ns is not None:
+            entries = self._entries_of(threads, ns, cid, before_id, None if filter else limit)
+        else:
+            entries = []
+            for thread_id, sid in threads:
+                try:
+                    index = self._index(sid)
+                except SessionNotFound:
                     continue
-                if cid and checkpoint_id != cid:
-                    continue
-                if before_id and checkpoint_id >= before_id:
-                    continue
-                entries.append((checkpoint_id, thread_id, sid, seq))
-        entries.sort(key=lambda e: e[0], reverse=True)
+                for ns_key, checkpoint_id, seq in index:
+                    if ns is not None and ns_key != _ns_key(ns):
+                        continue
+                    if cid and checkpoint_id != cid:
+                        continue
+                    if before_id and checkpoint_id >= before_id:
+                        continue
+                    entries.append((checkpoint_id, thread_id, sid, seq))
+            entries.sort(key=lambda e: e[0], reverse=True)
         left = limit
         for _, thread_id, sid, seq in entries:
             if left is not None and left <= 0:
@@ -316,6 +475,37 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             if left is not None:
                 left -= 1
             yield t
+
+    def _entries_of(
+        self,
+        threads: list[tuple[str, str]],
+        ns: str,
+        cid: Optional[str],
+        before_id: Optional[str],
+        most: Optional[int],
+    ) -> list[tuple[str, str, str, int]]:
+        """``list``'s entries for one thread and namespace, newest id first,
+        read from the fold's sorted ids (at most ``most`` of them) instead
+        of sorting every checkpoint of the thread."""
+        entries: list[tuple[str, str, str, int]] = []
+        for thread_id, sid in threads:
+            key = _ns_key(ns)
+            with self._fold_lock:
+                try:
+                    fold = self._fold(sid)
+                except SessionNotFound:
+                    continue
+                ids = fold.ids.get(key, [])
+                hi = bisect.bisect_left(ids, before_id) if before_id else len(ids)
+                if cid:
+                    keep = (key, cid) in fold.seqs and (not before_id or cid < before_id)
+                    chosen = [cid] if keep else []
+                else:
+                    lo = 0 if most is None else max(0, hi - most)
+                    chosen = ids[lo:hi]
+                    chosen.reverse()
+                entries.extend((c, thread_id, sid, fold.seqs[(key, c)]) for c in chosen)
+        return entries
 
     def _threads(self) -> Iterator[tuple[str, str]]:
         """(thread id, session id) of every LangGraph thread's session."""
