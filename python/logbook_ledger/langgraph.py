@@ -743,7 +743,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             else:
                 self._supersede(thread_id, self._keep_latest)
 
-    def _state(self, sid: str, seq: int) -> tuple[dict, Any, Any]:
+    def _decoded_state(self, sid: str, seq: int) -> tuple[dict, Any, Any]:
         state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
         cp, md = state["checkpoint"], state["metadata"]
         return (
@@ -765,7 +765,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         kept = set()
         for ns, cid in newest.items():
             kept.add((ns, cid))
-            state, cp, md = self._state(sid, cps[(ns, cid)])
+            state, cp, md = self._decoded_state(sid, cps[(ns, cid)])
             counters = (md or {}).get("counters_since_delta_snapshot") or {}
             need = {
                 ch
@@ -775,7 +775,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             parent = state.get("parent_checkpoint_id")
             while need and parent and (ns, parent) in cps and (ns, parent) not in kept:
                 kept.add((ns, parent))
-                state, cp, _ = self._state(sid, cps[(ns, parent)])
+                state, cp, _ = self._decoded_state(sid, cps[(ns, parent)])
                 need = {ch for ch in need if ch not in cp["channel_values"]}
                 parent = state.get("parent_checkpoint_id")
         return kept
@@ -791,7 +791,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
 
         def keep(sid: str, cps: dict[tuple[str, str], int]) -> set:
             return {
-                key for key, seq in cps.items() if self._state(sid, seq)[2].get("run_id") not in runs
+                key for key, seq in cps.items() if self._decoded_state(sid, seq)[2].get("run_id") not in runs
             }
 
         for thread_id in dict(self._threads()):
