@@ -9,12 +9,13 @@
 -- session's row lock and hashes with this function; the insert trigger
 -- still checks the link (V2), and `verify` recomputes every hash on the
 -- client, so a difference between the two encodings cannot go unseen.
--- Nothing else changes; SQLite's V9 is empty.
+-- Bytes are written with decode(…, 'hex'), whose reading does not depend on
+-- standard_conforming_strings. Nothing else changes; SQLite's V9 is empty.
 
 CREATE FUNCTION logbook_hash_field(t TEXT) RETURNS BYTEA
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN t IS NULL THEN '\x00'::bytea
-           ELSE '\x02'::bytea || int4send(octet_length(convert_to(t, 'UTF8')))
+    SELECT CASE WHEN t IS NULL THEN decode('00', 'hex')
+           ELSE decode('02', 'hex') || int4send(octet_length(convert_to(t, 'UTF8')))
                 || convert_to(t, 'UTF8') END
 $$;
 
@@ -22,8 +23,8 @@ CREATE FUNCTION logbook_event_hash(prev BYTEA, session_id TEXT, seq BIGINT, type
     at_ms BIGINT, actor_type TEXT, detail TEXT, data TEXT, run_id TEXT) RETURNS BYTEA
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT sha256(convert_to(E'logbook.event.v1\n', 'UTF8') || prev
-        || logbook_hash_field(session_id) || '\x01'::bytea || int8send(seq)
-        || logbook_hash_field(type) || '\x01'::bytea || int8send(at_ms)
+        || logbook_hash_field(session_id) || decode('01', 'hex') || int8send(seq)
+        || logbook_hash_field(type) || decode('01', 'hex') || int8send(at_ms)
         || logbook_hash_field(actor_type) || logbook_hash_field(detail)
         || logbook_hash_field(data) || logbook_hash_field(run_id))
 $$;

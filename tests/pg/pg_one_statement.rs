@@ -455,3 +455,33 @@ fn pg_a_session_read_and_a_list_page_are_one_round_trip_each() {
     let e = lg.get_session("ses_00000000000000aa").unwrap_err();
     assert_eq!(e.code().as_str(), "SESSION_NOT_FOUND");
 }
+
+/// A backend terminated right after it answered a one-statement write:
+/// the driver hands the FATAL notice to the statement, which had run and
+/// committed. A plain create is resolved by its id (one session, read
+/// back), a keyed checkpoint by its key (one event).
+#[test]
+fn pg_a_backend_terminated_after_its_reply_leaves_one_create_and_one_checkpoint() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = open_ledger(Path::new(&via(&env, &proxy, "&statement_cache_size=0")));
+    let id = lib_create(&lg, "terminated", "a");
+    let before = env.scalar("SELECT count(*) FROM sessions");
+    proxy.fatal_after_next(b"logbook_event_hash");
+    let s = lg
+        .create_session(CreateSession::titled("created once"))
+        .unwrap();
+    assert_eq!(cuts(&proxy, 1), 1, "the FATAL followed the reply");
+    assert_eq!(env.scalar("SELECT count(*) FROM sessions"), before + 1);
+    assert_eq!(
+        env.scalar("SELECT count(*) FROM sessions WHERE title = 'created once'"),
+        1
+    );
+    assert_eq!(event_types(&env, &s.session_id.to_string()), ["created"]);
+
+    proxy.fatal_after_next(b"logbook_event_hash");
+    let w = lg.checkpoint(&id, cp("s1", None), &keyed("k1")).unwrap();
+    assert_eq!(w.value.rev, 2);
+    assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
+}

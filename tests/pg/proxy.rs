@@ -25,6 +25,12 @@ struct State {
     /// Cut the next connection that sends a burst holding these bytes,
     /// after forwarding it.
     cut_after_bytes: Mutex<Option<Vec<u8>>>,
+    /// After the next burst holding these bytes, relay the server's whole
+    /// reply, then send the client a FATAL "terminating connection" error
+    /// and close: a backend terminated just after it answered.
+    fatal_after_bytes: Mutex<Option<Vec<u8>>>,
+    /// A reply is being relayed that the FATAL is to follow.
+    fatal_armed: AtomicBool,
     /// COMMITs cut so far.
     cut: AtomicUsize,
     /// Reads from clients forwarded to the server so far (each a burst of
@@ -60,7 +66,8 @@ impl Proxy {
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let up = st.clone();
                 std::thread::spawn(move || pump_up(client, server, &up));
-                std::thread::spawn(move || pump(s2, c2));
+                let down = st.clone();
+                std::thread::spawn(move || pump(s2, c2, &down));
             }
         });
         Proxy { port, state }
@@ -78,6 +85,15 @@ impl Proxy {
     /// sent as one statement whose reply is lost.
     pub fn cut_after_next(&self, needle: &[u8]) {
         *self.state.cut_after_bytes.lock().unwrap() = Some(needle.to_vec());
+    }
+
+    /// The next burst a client sends that holds `needle` reaches the server
+    /// and its whole reply reaches the client, followed by a FATAL error
+    /// (SQLSTATE 57P01, as `pg_terminate_backend` sends) and the end of the
+    /// connection: a reply that arrived, then the notice of a terminated
+    /// backend.
+    pub fn fatal_after_next(&self, needle: &[u8]) {
+        *self.state.fatal_after_bytes.lock().unwrap() = Some(needle.to_vec());
     }
 
     /// How many COMMITs were cut.
@@ -111,7 +127,7 @@ impl Drop for Proxy {
 }
 
 /// Server to client: copy until either side closes.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+fn pump(mut from: TcpStream, mut to: TcpStream, st: &State) {
     let mut buf = [0u8; 16384];
     loop {
         match from.read(&mut buf) {
@@ -120,11 +136,38 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
+                // ReadyForQuery ends the reply.
+                let ready = buf[..n].windows(5).any(|w| w == b"Z\0\0\0\x05");
+                if ready && st.fatal_armed.swap(false, Ordering::SeqCst) {
+                    let _ = to.write_all(&fatal_57p01());
+                    st.cut.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
             }
         }
     }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+}
+
+/// An ErrorResponse as a backend sends when `pg_terminate_backend` ends it.
+fn fatal_57p01() -> Vec<u8> {
+    let mut body = Vec::new();
+    for (k, v) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "57P01"),
+        (b'M', "terminating connection due to administrator command"),
+    ] {
+        body.push(k);
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut msg = vec![b'E'];
+    msg.extend_from_slice(&(u32::try_from(body.len() + 4).unwrap()).to_be_bytes());
+    msg.extend_from_slice(&body);
+    msg
 }
 
 /// Client to server, watching for a simple-query `COMMIT` ('Q' message).
@@ -151,6 +194,16 @@ fn pump_up(mut from: TcpStream, mut to: TcpStream, st: &State) {
             }
             hit
         };
+        {
+            let mut fatal = st.fatal_after_bytes.lock().unwrap();
+            if fatal
+                .as_deref()
+                .is_some_and(|n| chunk.windows(n.len()).any(|w| w == n))
+            {
+                *fatal = None;
+                st.fatal_armed.store(true, Ordering::SeqCst);
+            }
+        }
         if holds_needle || (is_commit && st.cut_after_commit.swap(false, Ordering::SeqCst)) {
             // The client's side goes first, so no reply can reach it; then
             // the server gets the COMMIT, applies it, and loses the client.

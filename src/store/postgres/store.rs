@@ -86,7 +86,9 @@ enum Once {
     /// The server refused it (or could not be reached to send it): nothing
     /// was applied.
     Declined,
-    /// The connection broke before its reply: it may have been applied.
+    /// The connection broke, or the server said it is ending the
+    /// connection, before or instead of its reply: it may have been
+    /// applied.
     Lost,
 }
 
@@ -568,7 +570,14 @@ impl PgStore {
                 let state = e.as_db_error().map(|d| d.code().code().to_owned());
                 let _ = tx.fail(&e); // clears the statement cache on a stale plan
                 match classify(&e, &self.loc.display) {
-                    Class::Lost(_) => *slot = None,
+                    // The server is ending the connection (terminated,
+                    // shutting down): the driver may hand that notice to
+                    // this statement although the statement had already
+                    // run and committed, so its outcome is unknown.
+                    Class::Lost(_) => {
+                        *slot = None;
+                        return Ok(Once::Lost);
+                    }
                     _ if state.as_deref() == Some("55P03") => {
                         return Err(self.fill(Error::Busy {
                             timeout_ms: self.busy_timeout_ms,

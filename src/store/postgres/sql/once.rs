@@ -30,9 +30,10 @@ use crate::store::codec::key_sha256;
 use crate::store::{OneWrite, SessionRow};
 use postgres::types::Type;
 
-/// The previous hash of a session's first event: 32 zero bytes.
-const GENESIS: &str =
-    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea";
+/// The previous hash of a session's first event: 32 zero bytes
+/// (`decode`, not a `'\x…'` literal, whose reading depends on
+/// `standard_conforming_strings`).
+const GENESIS: &str = "decode(repeat('00', 32), 'hex')";
 
 /// The whole session (the columns of `sessions::session_select`, in its
 /// order) from `p`, the UPDATE's RETURNING: its data, its checkpoint's
@@ -135,9 +136,9 @@ pub const CREATE: &str = concat!(
      FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
      ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, run_id, \
      prev_hash, hash) SELECT s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL, ",
-    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea",
+    "decode(repeat('00', 32), 'hex')",
     ", logbook_event_hash(",
-    "'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea",
+    "decode(repeat('00', 32), 'hex')",
     ", s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL) FROM s \
      RETURNING event_id) \
      SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
