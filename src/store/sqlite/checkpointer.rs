@@ -243,19 +243,11 @@ mod tests {
             assert!(Instant::now() < until, "the helper never checkpointed");
             std::thread::sleep(Duration::from_millis(1));
         }
-        // Once a copy completes with no write beside it, writing goes on
-        // from the WAL's start: 400 more pages keep the file within twice
-        // the threshold (the helper's turn, then the inline checkpoint's)
-        // and one batch, where it would hold 500 pages without them. (A
-        // copy that overlapped the last writes cannot restart the WAL, so
-        // the very next batch may still grow it: the bound, not the next
-        // size, is the rule.)
-        let mut most = wal_pages(&path);
-        for _ in 0..40 {
-            write(10);
-            most = most.max(wal_pages(&path));
-        }
-        assert!(most <= 2 * 100 + 30, "the WAL grew to {most} pages");
+        // The copy is complete (nothing else writes), so writing goes on
+        // from the WAL's start and its file does not grow past what it was.
+        let size = wal_pages(&path);
+        write(10);
+        assert!(wal_pages(&path) <= size, "{} > {size}", wal_pages(&path));
     }
 
     /// Dropped, the checkpointer stops its thread and closes its connection
