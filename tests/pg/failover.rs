@@ -736,8 +736,11 @@ fn async_facts(
             "{w}: the lost keys are one run"
         );
     }
-    // What a follower saw is in the ledger as it saw it, or a lost write.
+    // What a follower saw is in the ledger as it saw it, or a lost write:
+    // an acknowledged one, or one whose reply never came (its writer
+    // retried with the key, and the new primary applied it afresh).
     let lost_keys: BTreeSet<&str> = lost.iter().map(|a| a.key.as_str()).collect();
+    let applied_keys: BTreeSet<&str> = db.iter().filter_map(|r| r.step.as_deref()).collect();
     let rows: BTreeMap<i64, &Row> = db.iter().map(|r| (r.event_id, r)).collect();
     for (i, seen) in seen.iter().enumerate() {
         let (mut gone, mut renamed) = (0, 0);
@@ -749,7 +752,9 @@ fn async_facts(
                 continue;
             }
             assert!(
-                s.step.as_deref().is_some_and(|k| lost_keys.contains(k)),
+                s.step
+                    .as_deref()
+                    .is_some_and(|k| lost_keys.contains(k) || applied_keys.contains(k)),
                 "follower {i} saw {s:?}, neither the ledger's nor a lost write"
             );
             if rows.contains_key(&s.event_id) {
