@@ -1,0 +1,176 @@
+//! [`PgStore`]'s writes sent as one statement, outside a transaction
+//! (docs/postgres.md, "One round trip per write"): the statements are in
+//! [`crate::store::postgres::sql::once`]; here, sending one and reading what
+//! its failure means.
+
+use super::{Conn, PgStore};
+use crate::error::{Error, Result};
+use crate::model::Session;
+use crate::store::postgres::errors::{classify, Class};
+use crate::store::postgres::tx::{PgTx, StatementCache};
+use crate::store::SessionRow;
+use std::time::{Duration, Instant};
+
+/// What one statement sent on its own came to ([`PgStore::once`]).
+enum Once {
+    /// It ran: its rows.
+    Rows(Vec<postgres::Row>),
+    /// The server refused it (or could not be reached to send it): nothing
+    /// was applied.
+    Declined,
+    /// The connection broke, or the server said it is ending the
+    /// connection, before or instead of its reply: it may have been
+    /// applied.
+    Lost,
+}
+
+/// The session a one-statement write returned, if it returned one.
+fn first_session(rows: &[postgres::Row]) -> Result<Option<Session>> {
+    rows.first()
+        .map(|r| crate::store::postgres::sql::sessions::map_session(r).map(|(s, _, _)| s))
+        .transpose()
+}
+
+impl PgStore {
+    /// Applies `w` as one statement ([`crate::store::postgres::sql::once`]): the session as
+    /// it now stands, or `None` when the statement applied nothing (the
+    /// caller runs the write pipeline, which diagnoses, replays or waits).
+    /// A reply lost on the way back is `None` too: `w` carries an
+    /// idempotency key, so the pipeline replays the write if it was
+    /// applied.
+    ///
+    /// # Errors
+    /// STORE_BUSY when the session's row stayed locked for the busy
+    /// timeout.
+    pub fn write_one(&self, w: &crate::store::OneWrite<'_>) -> Result<Option<Session>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        let (sql, p) =
+            crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
+        match self.once(&sql, &crate::store::postgres::sql::borrow(&p))? {
+            Once::Rows(rows) => first_session(&rows),
+            Once::Declined | Once::Lost => Ok(None),
+        }
+    }
+
+    /// Inserts a new session with no parent and no key, and its `created`
+    /// event, as one statement ([`crate::store::postgres::sql::once::CREATE`]): the session,
+    /// or `None` when it applied nothing (the id is taken, or the server
+    /// refused: the caller creates it the usual way). A reply lost on the
+    /// way back is resolved by the session's id: the statement runs again
+    /// with the same id on a new connection (its insert waits for the lost
+    /// attempt's, if that still runs) and reads the session back if the
+    /// lost attempt applied it.
+    ///
+    /// # Errors
+    /// STORE_BUSY; STORE_UNAVAILABLE with an unknown outcome
+    /// ([`Error::CommitUnknown`]) when the server cannot be reached again
+    /// within the busy timeout to tell.
+    pub fn create_one(&self, row: &SessionRow<'_>, detail: &str) -> Result<Option<Session>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.busy_timeout_ms);
+        let params = crate::store::postgres::sql::once::CreateParams::new(
+            row,
+            detail,
+            self.lock_timeout_ms(),
+        );
+        let mut lost = false;
+        loop {
+            match self.once(crate::store::postgres::sql::once::CREATE, &params.params())? {
+                Once::Rows(rows) if !rows.is_empty() || !lost => return first_session(&rows),
+                // The id is there: the lost attempt inserted it.
+                Once::Rows(_) => {
+                    return self
+                        .read(|tx| tx.find_session(row.session_id))
+                        .map(|s| s.map(Some))?
+                        .ok_or_else(|| {
+                            Error::internal("a created session could not be read back")
+                        });
+                }
+                Once::Declined if !lost => return Ok(None),
+                Once::Declined | Once::Lost if Instant::now() >= deadline => {
+                    return Err(Error::CommitUnknown {
+                        location: self.loc.display.clone(),
+                    });
+                }
+                Once::Declined | Once::Lost => {
+                    lost = true;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// What a one-statement write may wait for a row lock: the busy
+    /// timeout, in ms.
+    fn lock_timeout_ms(&self) -> i64 {
+        i64::try_from(self.busy_timeout_ms.max(1)).unwrap_or(i64::MAX)
+    }
+
+    /// Runs one statement on its own (its own implicit transaction),
+    /// connecting first if there is no connection.
+    ///
+    /// # Errors
+    /// STORE_BUSY when it waited for a row lock for the whole busy
+    /// timeout; STORE_IO, STORE_UNAVAILABLE when no connection can be
+    /// made (as the pipeline would report).
+    fn once(&self, sql: &str, p: &[crate::store::postgres::sql::Param<'_>]) -> Result<Once> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *slot = None;
+            match self.connect() {
+                Ok(client) => {
+                    *slot = Some(Conn {
+                        client,
+                        cache: StatementCache::new(self.loc.statement_cache_size),
+                    });
+                }
+                Err(Class::Final(e)) => return Err(self.fill(e)),
+                // The pipeline waits for the server within the busy timeout.
+                Err(_) => return Ok(Once::Declined),
+            }
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Error::internal("no connection after connecting"));
+        };
+        let Conn { client, cache } = conn;
+        let mut tx = PgTx::new(client, true)
+            .with_location(&self.loc.display)
+            .with_cache(cache);
+        let out = tx.try_rows(sql, p);
+        match out {
+            Ok(rows) => Ok(Once::Rows(rows)),
+            // The server answered with an error: the statement's
+            // transaction was rolled back, nothing was applied.
+            Err(e) if e.as_db_error().is_some() => {
+                let state = e.as_db_error().map(|d| d.code().code().to_owned());
+                let _ = tx.fail(&e); // clears the statement cache on a stale plan
+                match classify(&e, &self.loc.display) {
+                    // The server is ending the connection (terminated,
+                    // shutting down): the driver may hand that notice to
+                    // this statement although the statement had already
+                    // run and committed, so its outcome is unknown.
+                    Class::Lost(_) => {
+                        *slot = None;
+                        return Ok(Once::Lost);
+                    }
+                    _ if state.as_deref() == Some("55P03") => {
+                        return Err(self.fill(Error::Busy {
+                            timeout_ms: self.busy_timeout_ms,
+                        }))
+                    }
+                    _ => {}
+                }
+                Ok(Once::Declined)
+            }
+            // No answer: the statement may or may not have been applied.
+            Err(_) => {
+                *slot = None;
+                Ok(Once::Lost)
+            }
+        }
+    }
+}
