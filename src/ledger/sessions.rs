@@ -203,7 +203,10 @@ impl Ledger {
             created_detail: "session created",
             idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
         };
-        if req.idempotency_key.is_none() && req.parent_session_id.is_none() {
+        if req.idempotency_key.is_none()
+            && req.parent_session_id.is_none()
+            && self.store.writes_one_statement()
+        {
             // One statement on a server (docs/postgres.md, "One round trip
             // per write"); a lost reply is resolved by the new id.
             let id = super::write::new_session_id()?;

@@ -393,7 +393,7 @@ impl Ledger {
         let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
             return Ok(None);
         };
-        if op.m.lease.is_some() {
+        if op.m.lease.is_some() || !self.store.writes_one_statement() {
             return Ok(None);
         }
         let w = OneWrite {

@@ -181,6 +181,13 @@ impl Store {
         }
     }
 
+    /// Whether this backend applies writes as one statement
+    /// ([`Store::write_one`], [`Store::create_one`]): a server does; SQLite
+    /// does not, so a caller need not prepare one.
+    pub fn writes_one_statement(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
     /// Applies `w` as one statement where the backend can: on a server,
     /// one round trip (docs/postgres.md, "One round trip per write"),
     /// returning the session as it now stands. `None` when nothing was
