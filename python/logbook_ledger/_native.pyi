@@ -77,6 +77,7 @@ class Ledger:
         metadata: Optional[_Json] = None,
         pending: bool = False,
         idempotency_key: Optional[str] = None,
+        checkpoint: Optional[_Json] = None,
     ) -> Written: ...
     def start(
         self,

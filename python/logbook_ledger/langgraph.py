@@ -220,6 +220,20 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 self._sessions[thread_id] = sid
             return sid
 
+    def _create_with(self, thread_id: str, checkpoint: dict) -> bool:
+        """For a thread with no session yet: creates it with ``checkpoint``
+        as its first, in one transaction (one commit, not two). False when
+        the thread has a session: the caller records the checkpoint on it."""
+        if self._find(thread_id) is not None:
+            return False
+        with self._create_lock:
+            if self._find(thread_id) is not None:
+                return False
+            sid = self._new_session(thread_id, checkpoint=checkpoint)
+            with self._lock:
+                self._sessions[thread_id] = sid
+            return True
+
     def _write(self, thread_id: str, fn) -> Any:
         """Runs ``fn(session_id)``; once more on the thread's current session
         when the cached one was purged meanwhile (another saver's
@@ -546,7 +560,10 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             "metadata": {"type": md_type, "hex": md_bytes.hex()},
         }
         step = f"{_STEP}{_ns_key(ns)} {_hex(cid)}"
-        self._write(thread_id, lambda sid: self.ledger.checkpoint(sid, step=step, state=state))
+        if not self._create_with(thread_id, {"step": step, "state": state}):
+            self._write(
+                thread_id, lambda sid: self.ledger.checkpoint(sid, step=step, state=state)
+            )
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -652,7 +669,14 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             else:
                 self.ledger.append_event(dst, type=WRITES_EVENT, data=payload)
 
-    def _new_session(self, thread_id: str, *, parent: Optional[str] = None, **extra: Any) -> str:
+    def _new_session(
+        self,
+        thread_id: str,
+        *,
+        parent: Optional[str] = None,
+        checkpoint: Optional[dict] = None,
+        **extra: Any,
+    ) -> str:
         lg = {"thread_id_hex": _hex(thread_id)}
         lg.update(extra)
         s = self.ledger.create_session(
@@ -661,6 +685,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             tag=[_thread_tag(thread_id)],
             parent=parent,
             metadata={"langgraph": lg},
+            checkpoint=checkpoint,
         )
         return s["session_id"]
 

@@ -98,6 +98,44 @@ fn error_value(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(inst))
 }
 
+/// `create_session`'s `checkpoint` dict as a request: the keys are
+/// `checkpoint`'s keyword arguments; any other is INVALID_ARGUMENT.
+fn first_checkpoint(py: Python<'_>, d: &Bound<'_, PyDict>) -> PyResult<CheckpointRequest> {
+    let mut req = CheckpointRequest::default();
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| invalid(py, "checkpoint", "its keys must be strings"))?;
+        let text = |v: &Bound<'_, PyAny>| -> PyResult<Option<String>> {
+            if v.is_none() {
+                return Ok(None);
+            }
+            v.extract()
+                .map(Some)
+                .map_err(|_| invalid(py, &key, "must be a string"))
+        };
+        match key.as_str() {
+            "step" => req.step = text(&v)?,
+            "note" => req.note = text(&v)?,
+            "plan" => req.plan_ids = strings(py, "plan", Some(&v))?,
+            "operation" => req.operation_ids = strings(py, "operation", Some(&v))?,
+            "deployment" => req.deployment_ids = strings(py, "deployment", Some(&v))?,
+            "state" => req.state = to_json(py, "state", Some(&v))?,
+            _ => {
+                return Err(invalid(
+                    py,
+                    "checkpoint",
+                    format!(
+                        "unknown key `{key}`: expected step, note, plan, operation, deployment \
+                         or state"
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(req)
+}
+
 /// INVALID_ARGUMENT naming `field`, as a Python exception.
 fn invalid(py: Python<'_>, field: &str, reason: impl Into<String>) -> PyErr {
     to_py_err(py, &Error::invalid(field, reason))
@@ -338,9 +376,13 @@ impl Ledger {
     }
 
     /// Creates a session (`logbook session create`): active, or pending
-    /// with `pending=True`. Returns the session at rev 1.
+    /// with `pending=True`. Returns the session at rev 1 — or, given
+    /// `checkpoint` (a dict of `checkpoint`'s keywords: `step`, `note`,
+    /// `plan`, `operation`, `deployment`, `state`), at rev 2 with that
+    /// first checkpoint recorded in the same transaction (one commit).
     #[pyo3(signature = (title, *, app=None, goal=None, agent=None, parent=None, route=None,
-        stage=None, tag=None, context=None, metadata=None, pending=false, idempotency_key=None))]
+        stage=None, tag=None, context=None, metadata=None, pending=false, idempotency_key=None,
+        checkpoint=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_session(
         &self,
@@ -357,7 +399,9 @@ impl Ledger {
         metadata: Option<&Bound<'_, PyAny>>,
         pending: bool,
         idempotency_key: Option<String>,
+        checkpoint: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
+        let checkpoint = checkpoint.map(|d| first_checkpoint(py, d)).transpose()?;
         let req = CreateSession {
             title,
             goal,
@@ -371,6 +415,7 @@ impl Ledger {
             metadata: to_json(py, "metadata", metadata)?,
             pending,
             idempotency_key,
+            checkpoint,
         };
         self.write(py, |l| l.create_session(req))
     }

@@ -147,6 +147,34 @@ def test_snapshots_restore_fork(ledger):
     assert (child["parent_session_id"], child["context"], child["title"]) == (sid, {"v": 2}, "retry")
 
 
+def test_create_with_a_first_checkpoint(ledger):
+    s = ledger.create_session(
+        "t", app="a", checkpoint={"step": "one", "note": "n", "plan": "p-1", "state": {"v": 1}}
+    )
+    assert (s["rev"], s["checkpoint"]["seq"], s["checkpoint"]["step"]) == (2, 1, "one")
+    assert s["plan_ids"] == ["p-1"]
+    sid = s["session_id"]
+    events = ledger.session_events(sid)["events"]
+    assert [(e["seq"], e["type"], e["detail"]) for e in events] == [
+        (0, "created", "session created"),
+        (1, "checkpoint", "n"),
+    ]
+    assert ledger.snapshot(sid, checkpoint=1)["state"] == {"v": 1}
+    before = len(ledger.list_sessions()["sessions"])
+    for bad, field in [
+        ({"stage": "x"}, "checkpoint"),
+        ({}, "checkpoint"),
+        ({"step": 3}, "step"),
+        ({"state": [1]}, "state"),
+    ]:
+        with pytest.raises(lb.InvalidArgument) as ei:
+            ledger.create_session("t", checkpoint=bad)
+        assert ei.value.details["field"] == field
+    with pytest.raises(lb.InvalidArgument):
+        ledger.create_session("t", pending=True, checkpoint={"step": "one"})
+    assert len(ledger.list_sessions()["sessions"]) == before
+
+
 def test_verify_and_purge(ledger):
     sid = ledger.create_session("old", app="tmp")["session_id"]
     keep = ledger.create_session("live", app="tmp")["session_id"]

@@ -566,6 +566,7 @@ fn create(a: &CreateArgs, g: &GlobalArgs, out: &Printer) -> Result<()> {
         metadata: json_flag("metadata", a.metadata.as_deref())?,
         pending: a.pending,
         idempotency_key: a.idempotency_key.clone(),
+        checkpoint: None,
     };
     let s = open(g)?.create_session(req)?;
     print_session(out, &s);

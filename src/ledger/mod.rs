@@ -9,6 +9,7 @@
 mod admin;
 mod budgets;
 mod chain;
+mod checkpoint;
 mod doctor_server;
 mod feed;
 mod gates;
@@ -55,8 +56,9 @@ pub use tree::{
 pub use verify_export::{ExportOutcome, ExportSession};
 pub use written::{Replayed, Written};
 
+pub use checkpoint::CheckpointRequest;
 pub use request::Mutation;
-pub use sessions::{AppendEvent, CheckpointRequest, CreateSession};
+pub use sessions::{AppendEvent, CreateSession};
 pub use show::{
     EventPage, ListSessions, Resolved, ResolvedState, SessionPage, SessionView, LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,

@@ -3,17 +3,18 @@
 //! (`super::write`); this module adds each verb's rules: its validation,
 //! its UPDATE's change and its event. Rule: docs/design.md, "Storage", "Model" and "CLI".
 
+use super::checkpoint::{CheckpointRequest, PreparedCheckpoint};
 use super::request::{
     check_json, digest, key_digest, opt_name, parse_session_id, redacted_json_text, validate_key,
     Mutation, VerbDigest,
 };
-use super::write::{key_reused, OneEvent, Op, Write, CREATED_REPLAY};
+use super::write::{key_reused, read_back, OneEvent, Op, CREATED_REPLAY};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, SessionStatus, Verb};
 use crate::redact::{redact, redact_opt};
-use crate::store::{SessionChange, Tx};
+use crate::store::SessionChange;
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -45,6 +46,12 @@ pub struct CreateSession {
     pub pending: bool,
     /// Idempotency key for the create.
     pub idempotency_key: Option<String>,
+    /// The session's first checkpoint, recorded in the create's own
+    /// transaction: event seq 1 after `created`, the session returned at
+    /// rev 2 — one commit where a create and then a checkpoint are two
+    /// (docs/design.md, "Model"). Not with `pending` (a pending session
+    /// takes no checkpoint until it starts).
+    pub checkpoint: Option<CheckpointRequest>,
 }
 
 impl CreateSession {
@@ -55,24 +62,6 @@ impl CreateSession {
             ..Self::default()
         }
     }
-}
-
-/// A `checkpoint` request: at least one of step, note or a reference.
-#[derive(Debug, Clone, Default)]
-pub struct CheckpointRequest {
-    /// 1–200 characters, one line.
-    pub step: Option<String>,
-    /// Up to 4096 characters.
-    pub note: Option<String>,
-    /// Plan ids to link (each 1–128 characters, no whitespace).
-    pub plan_ids: Vec<String>,
-    /// Operation ids to link.
-    pub operation_ids: Vec<String>,
-    /// Deployment ids to link.
-    pub deployment_ids: Vec<String>,
-    /// A snapshot to store with the checkpoint: a JSON object, at most
-    /// 256 KiB compact (docs/design.md, "Snapshots"; `restore` and `fork` read it back).
-    pub state: Option<Value>,
 }
 
 /// An agent's own event (`x.` types).
@@ -100,6 +89,17 @@ struct CreateDigest<'a> {
     context: Option<&'a str>,
     metadata: Option<&'a str>,
     pending: bool,
+    /// Absent for a create without a first checkpoint, so that such a
+    /// create's digest is what it always was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint: Option<FirstCheckpoint<'a>>,
+}
+
+/// What a create's digest covers of its first checkpoint.
+#[derive(Serialize)]
+struct FirstCheckpoint<'a> {
+    note: Option<&'a str>,
+    data: &'a str,
 }
 
 impl Ledger {
@@ -146,6 +146,17 @@ impl Ledger {
         if let Some(k) = &req.idempotency_key {
             v::token("idempotency_key", k, v::IDEMPOTENCY_KEY_MAX)?;
         }
+        if req.pending && req.checkpoint.is_some() {
+            return Err(Error::invalid(
+                "checkpoint",
+                "a pending session takes no checkpoint until it starts; create it active",
+            ));
+        }
+        let first = req
+            .checkpoint
+            .as_ref()
+            .map(PreparedCheckpoint::new)
+            .transpose()?;
 
         let title = redact(&req.title).into_owned();
         let goal = redact_opt(req.goal.as_deref());
@@ -184,6 +195,10 @@ impl Ledger {
                 context: context.as_deref(),
                 metadata: metadata.as_deref(),
                 pending: req.pending,
+                checkpoint: first.as_ref().map(|cp| FirstCheckpoint {
+                    note: cp.note.as_deref(),
+                    data: &cp.data,
+                }),
             })?),
             None => None,
         };
@@ -205,6 +220,7 @@ impl Ledger {
         };
         if req.idempotency_key.is_none()
             && req.parent_session_id.is_none()
+            && first.is_none()
             && self.store.writes_one_statement()
         {
             // One statement on a server (docs/postgres.md, "One round trip
@@ -239,6 +255,18 @@ impl Ledger {
                 }
             }
             let id = self.insert_new_session(tx, now, &new)?;
+            if let Some(cp) = &first {
+                // The write kernel, as a checkpoint of its own would run it,
+                // in this transaction (rev 2, seq 1).
+                let op = Op {
+                    id: id.as_str(),
+                    verb: Verb::Checkpoint,
+                    m: &Mutation::default(),
+                    digest: None,
+                };
+                let read = &mut |tx: &mut dyn crate::store::Tx, _: &_| read_back(tx, id.as_str());
+                return self.mutate_in(tx, op, |_| Ok(()), |w, ()| cp.apply(w), read);
+            }
             tx.find_session(id.as_str())?
                 .map(Written::applied)
                 .ok_or_else(|| Error::internal("a created session could not be read back"))
@@ -407,122 +435,6 @@ impl Ledger {
     pub fn cancel(&self, id: &str, reason: &str, m: &Mutation) -> Result<Written<Session>> {
         self.transition(id, Verb::Cancel, Some(reason.to_owned()), "reason", m)
     }
-    /// Records a checkpoint on an active session: the latest step and note,
-    /// and links references (de-duplicated, at most 256 per kind). Event
-    /// `checkpoint` with `detail` = note and `data` = `{step, plan_ids, …}`.
-    ///
-    /// # Errors
-    /// INVALID_ARGUMENT (nothing to record, caps), SESSION_NOT_FOUND,
-    /// SESSION_INVALID_TRANSITION, SESSION_CONFLICT, STORE_BUSY.
-    pub fn checkpoint(
-        &self,
-        id: &str,
-        req: CheckpointRequest,
-        m: &Mutation,
-    ) -> Result<Written<Session>> {
-        parse_session_id(id)?;
-        validate_key(m)?;
-        let has_refs = !(req.plan_ids.is_empty()
-            && req.operation_ids.is_empty()
-            && req.deployment_ids.is_empty());
-        if req.step.is_none() && req.note.is_none() && !has_refs && req.state.is_none() {
-            return Err(Error::invalid(
-                "checkpoint",
-                "give at least one of --step, --note, --plan, --operation, --deployment or --state",
-            ));
-        }
-        if let Some(s) = &req.step {
-            v::text("step", s, 1, v::STEP_MAX, Lines::Single)?;
-            if s.trim().is_empty() {
-                return Err(Error::invalid("step", "must not be only whitespace"));
-            }
-        }
-        if let Some(n) = &req.note {
-            v::prose("note", n, v::NOTE_MAX)?;
-        }
-        let kinds: [(&'static str, &'static str, &Vec<String>); 3] = [
-            ("plan", "plan_ids", &req.plan_ids),
-            ("operation", "operation_ids", &req.operation_ids),
-            ("deployment", "deployment_ids", &req.deployment_ids),
-        ];
-        let mut refs: Vec<(&'static str, Vec<String>)> = Vec::new();
-        for (kind, field, ids) in kinds {
-            if ids.len() > v::REFS_MAX {
-                return Err(Error::invalid(
-                    field,
-                    format!("has {} ids; the limit is {}", ids.len(), v::REFS_MAX),
-                ));
-            }
-            let mut uniq: Vec<String> = Vec::new();
-            for r in ids {
-                v::ref_id(field, r)?;
-                let r = redact(r).into_owned();
-                if !uniq.contains(&r) {
-                    uniq.push(r);
-                }
-            }
-            refs.push((kind, uniq));
-        }
-        let step = redact_opt(req.step.as_deref());
-        let note = redact_opt(req.note.as_deref());
-        let state = super::snapshots::prepare_state(&req.state)?;
-        let data = checkpoint_data(step.as_deref(), &refs, state.as_ref())?;
-        let dg = key_digest(
-            m,
-            &VerbDigest {
-                verb: "checkpoint",
-                text: note.as_deref(),
-                step: step.as_deref(),
-                data: Some(&data),
-                if_rev: m.if_rev,
-            },
-        )?;
-        let op = Op {
-            id,
-            verb: Verb::Checkpoint,
-            m,
-            digest: dg.as_deref(),
-        };
-        let change = SessionChange {
-            checkpoint_at_next_seq: true,
-            ..SessionChange::default()
-        };
-        if !has_refs && state.is_none() {
-            let one = OneEvent {
-                change,
-                event_type: EventType::Checkpoint.as_str(),
-                detail: note.as_deref(),
-                data: Some(&data),
-                no_open_runs: false,
-                no_pending_gate: false,
-            };
-            if let Some(w) = self.write_one(op, &one)? {
-                return Ok(w);
-            }
-        }
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| {
-                w.update(change)?;
-                let seq = w.event(
-                    EventType::Checkpoint.as_str(),
-                    note.as_deref(),
-                    Some(&data),
-                    None,
-                )?;
-                if has_refs {
-                    link_refs(w, seq, &refs)?;
-                }
-                if let Some(st) = &state {
-                    w.tx().insert_snapshot(id, seq, step.as_deref(), &st.text)?;
-                }
-                w.session()
-            },
-            &mut |tx, _| super::write::read_back(tx, id),
-        )
-    }
-
     /// Appends an agent's own `x.` event to a live session (rev + 1).
     ///
     /// # Errors
@@ -582,75 +494,4 @@ impl Ledger {
             &mut |tx, _| super::write::read_back(tx, id),
         )
     }
-}
-
-fn checkpoint_data(
-    step: Option<&str>,
-    refs: &[(&'static str, Vec<String>)],
-    state: Option<&super::snapshots::PreparedState>,
-) -> Result<String> {
-    #[derive(Serialize)]
-    struct Snapshot<'a> {
-        size_bytes: i64,
-        sha256: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Data<'a> {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        step: Option<&'a str>,
-        #[serde(skip_serializing_if = "<[String]>::is_empty")]
-        plan_ids: &'a [String],
-        #[serde(skip_serializing_if = "<[String]>::is_empty")]
-        operation_ids: &'a [String],
-        #[serde(skip_serializing_if = "<[String]>::is_empty")]
-        deployment_ids: &'a [String],
-        #[serde(skip_serializing_if = "Option::is_none")]
-        snapshot: Option<Snapshot<'a>>,
-    }
-    let get = |k: &str| {
-        refs.iter()
-            .find(|(kind, _)| *kind == k)
-            .map_or(&[][..], |(_, v)| &v[..])
-    };
-    serde_json::to_string(&Data {
-        step,
-        plan_ids: get("plan"),
-        operation_ids: get("operation"),
-        deployment_ids: get("deployment"),
-        snapshot: state.map(|s| Snapshot {
-            size_bytes: s.size_bytes,
-            sha256: &s.sha256,
-        }),
-    })
-    .map_err(|e| Error::internal(e.to_string()))
-}
-
-/// Links a checkpoint's references (de-duplicated, at most 256 per kind per
-/// session) to the event at `seq`.
-///
-/// # Errors
-/// INVALID_ARGUMENT when a kind would pass 256; the store's.
-fn link_refs(w: &mut Write<'_, '_>, seq: i64, refs: &[(&'static str, Vec<String>)]) -> Result<()> {
-    let id = w.id();
-    let tx: &mut dyn Tx = w.tx();
-    for (kind, ids) in refs {
-        if ids.is_empty() {
-            continue;
-        }
-        let mut count = tx.count_refs(id, kind)?;
-        for r in ids {
-            if tx.ref_exists(id, kind, r)? {
-                continue;
-            }
-            if count >= v::REFS_MAX as i64 {
-                return Err(Error::invalid(
-                    format!("{kind}_ids"),
-                    format!("would exceed {} linked ids on this session", v::REFS_MAX),
-                ));
-            }
-            tx.insert_ref(id, kind, r, count, seq)?;
-            count += 1;
-        }
-    }
-    Ok(())
 }

@@ -308,6 +308,7 @@ fn create(l: &Ledger, a: &Args) -> Result<Reply> {
         metadata: a.object("metadata"),
         pending: a.flag("pending"),
         idempotency_key: a.text("idempotency_key"),
+        checkpoint: None,
     };
     written(&l.create_session(req)?)
 }

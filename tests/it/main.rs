@@ -43,6 +43,7 @@ mod db_files;
 mod durability;
 mod engine;
 mod feed;
+mod first_checkpoint;
 mod gates;
 mod golden;
 mod hardening;
