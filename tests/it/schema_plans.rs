@@ -179,3 +179,62 @@ fn one_session_reads_use_an_index_and_no_temp_btree() {
         );
     }
 }
+
+/// No write statement opens an ephemeral table (a temporary B-tree): an
+/// `INSERT … SELECT` into a table with triggers buffers its rows through
+/// one on every call, with its own page cache — ≈ 100 µs of a checkpoint
+/// with a snapshot before this was checked (BENCHMARKS.md, "Python
+/// package"). Checked on the compiled program (`EXPLAIN`), opcode by opcode.
+#[test]
+fn write_statements_open_no_ephemeral_table() {
+    let env = TestEnv::new();
+    env.create("t");
+    let c = env.sql();
+    use logbook::store::sqlite::sql::{
+        budgets as b, events as e, runs as r, sessions as s, transfer as x, workflow as w,
+    };
+    // Every verb's statements; not a purge's, whose triggers delete a
+    // session's rows through ephemeral tables by design (a rare, bulk
+    // write).
+    for sql in [
+        b::INSERT_BUDGET,
+        b::UPDATE_BUDGET_LIMITS,
+        b::UPDATE_BUDGET_EXCEEDED,
+        b::UPDATE_BUDGET_RESET,
+        s::INSERT_SESSION,
+        s::INSERT_SESSION_DATA,
+        s::INSERT_TAG,
+        s::INSERT_REF,
+        e::INSERT_EVENT,
+        e::INSERT_KEY,
+        r::INSERT_RUN,
+        r::UPDATE_RUN_START,
+        r::UPDATE_RUN_USAGE,
+        r::UPDATE_RUN_TURN,
+        r::UPDATE_RUN_COMPLETE,
+        r::UPDATE_RUN_FAIL,
+        r::UPDATE_RUN_CANCEL,
+        r::UPDATE_RUN_TIMEOUT,
+        w::UPDATE_CONTEXT,
+        w::SELECT_SNAPSHOT_CONTEXT,
+        w::INSERT_SNAPSHOT,
+        w::INSERT_GATE,
+        w::UPDATE_GATE_DECIDE,
+        w::DELETE_LEASE,
+        x::INSERT_SNAPSHOT_IMPORT,
+    ] {
+        let mut st = c.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Value::Null; st.parameter_count()];
+        let ops: Vec<String> = st
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!ops.is_empty(), "{sql}");
+        assert!(
+            !ops.iter().any(|o| o == "OpenEphemeral"),
+            "{sql}\n{}",
+            ops.join(" ")
+        );
+    }
+}

@@ -17,12 +17,18 @@ pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = ?2 \
 
 // ---- snapshots ----
 
-/// Stores a snapshot for the checkpoint event at ?2, with the session's
-/// current stage and time (`updated_at_ms`, the event's `at_ms`). ?1 id,
-/// ?3 step, ?4 state JSON, ?5 size in bytes.
+/// The session's current stage and time (`updated_at_ms`, the checkpoint
+/// event's `at_ms`), which its snapshot records. ?1 id.
+pub const SELECT_SNAPSHOT_CONTEXT: &str =
+    "SELECT stage, updated_at_ms FROM sessions WHERE session_id = ?1";
+
+/// Stores a snapshot for the checkpoint event at ?2. ?1 id, ?3 step, ?4
+/// stage, ?5 state JSON, ?6 size in bytes, ?7 time. A `VALUES` insert, not
+/// `INSERT … SELECT`: on a table with triggers SQLite buffers the selected
+/// rows through a temporary B-tree on every call
+/// (`hot_statements_use_no_temp_btree`).
 pub const INSERT_SNAPSHOT: &str = "INSERT INTO session_snapshots \
-     (session_id, seq, step, stage, state, size_bytes, at_ms) \
-     SELECT ?1, ?2, ?3, s.stage, ?4, ?5, s.updated_at_ms FROM sessions s WHERE s.session_id = ?1";
+     (session_id, seq, step, stage, state, size_bytes, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// A session's snapshots without their state (sorted by seq in Rust).
 pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms \
@@ -60,8 +66,11 @@ pub fn insert_snapshot(
     state: &str,
 ) -> rusqlite::Result<()> {
     let size = i64::try_from(state.len()).unwrap_or(i64::MAX);
+    let (stage, at_ms): (Option<String>, i64) = conn
+        .prepare_cached(SELECT_SNAPSHOT_CONTEXT)?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     conn.prepare_cached(INSERT_SNAPSHOT)?
-        .execute(params![id, seq, step, state, size])
+        .execute(params![id, seq, step, stage, state, size, at_ms])
         .map(|_| ())
 }
 
