@@ -182,9 +182,9 @@ fn one_session_reads_use_an_index_and_no_temp_btree() {
 
 /// No write statement opens an ephemeral table (a temporary B-tree): an
 /// `INSERT … SELECT` into a table with triggers buffers its rows through
-/// one on every call, with its own page cache — ≈ 100 µs of a checkpoint
-/// with a snapshot before this was checked (BENCHMARKS.md, "Python
-/// package"). Checked on the compiled program (`EXPLAIN`), opcode by opcode.
+/// one on every call, with its own page cache (as a checkpoint's snapshot
+/// insert did). Checked on the compiled program (`EXPLAIN`), opcode by
+/// opcode.
 #[test]
 fn write_statements_open_no_ephemeral_table() {
     let env = TestEnv::new();
