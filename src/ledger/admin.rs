@@ -366,7 +366,7 @@ impl Ledger {
             check(
                 "tombstones",
                 true,
-                "every tombstone's session is gone".into(),
+                "no purged session is still here (one imported again is a new incarnation)".into(),
                 ErrorCode::LedgerTampered,
             )
         } else {
