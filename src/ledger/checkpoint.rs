@@ -14,7 +14,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::redact::{redact, redact_opt};
-use crate::store::{SessionChange, Tx};
+use crate::store::{OneSnapshot, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -181,7 +181,7 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        if !cp.has_refs && cp.state.is_none() {
+        if !cp.has_refs {
             let one = OneEvent {
                 change: change(),
                 event_type: EventType::Checkpoint.as_str(),
@@ -189,6 +189,10 @@ impl Ledger {
                 data: Some(&cp.data),
                 no_open_runs: false,
                 no_pending_gate: false,
+                snapshot: cp.state.as_ref().map(|st| OneSnapshot {
+                    step: cp.step.as_deref(),
+                    state: &st.text,
+                }),
             };
             if let Some(w) = self.write_one(op, &one)? {
                 return Ok(w);

@@ -342,6 +342,7 @@ impl Ledger {
             data: None,
             no_open_runs: status.is_terminal(),
             no_pending_gate: verb == Verb::Resume,
+            snapshot: None,
         };
         if let Some(w) = self.write_one(op, &one)? {
             return Ok(w);
@@ -479,6 +480,7 @@ impl Ledger {
             data: data.as_deref(),
             no_open_runs: false,
             no_pending_gate: false,
+            snapshot: None,
         };
         if let Some(w) = self.write_one(op, &one)? {
             return Ok(w);

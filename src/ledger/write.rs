@@ -54,6 +54,8 @@ pub(super) struct OneEvent<'a> {
     /// The verb is refused while a gate is pending (`resume`): apply only
     /// while none is.
     pub no_pending_gate: bool,
+    /// A checkpoint's snapshot, stored with the event.
+    pub snapshot: Option<crate::store::OneSnapshot<'a>>,
 }
 
 /// One mutation of an existing session, as the kernel runs it.
@@ -413,6 +415,7 @@ impl Ledger {
             idempotency: (key, digest),
             no_open_runs: one.no_open_runs,
             no_pending_gate: one.no_pending_gate,
+            snapshot: one.snapshot,
         };
         Ok(self
             .store

@@ -129,6 +129,18 @@ pub struct OneWrite<'a> {
     pub no_open_runs: bool,
     /// Apply only while no gate of the session is pending (`resume`).
     pub no_pending_gate: bool,
+    /// A snapshot stored with the event (a checkpoint's `state`), with the
+    /// session's stage and the event's time, as the pipeline stores it.
+    pub snapshot: Option<OneSnapshot<'a>>,
+}
+
+/// The snapshot of a one-statement checkpoint ([`OneWrite::snapshot`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OneSnapshot<'a> {
+    /// The checkpoint's step.
+    pub step: Option<&'a str>,
+    /// The state: compact, redacted JSON object text.
+    pub state: &'a str,
 }
 
 /// A new session row (create, fork and import): the `sessions` row, its

@@ -11,7 +11,9 @@ use crate::proxy::Proxy;
 use logbook::chain::{event_hash, EventFields, GENESIS};
 use logbook::clock::Clock;
 use logbook::ledger::{AppendEvent, CreateSession};
-use logbook::{CreateRun, GateKind, Ledger, LedgerOptions, LockRequest, Mutation};
+use logbook::{
+    CheckpointRequest, CreateRun, GateKind, Ledger, LedgerOptions, LockRequest, Mutation,
+};
 use postgres::types::Type;
 use serde_json::Value;
 use std::path::Path;
@@ -169,6 +171,22 @@ fn pg_a_keyed_write_and_a_plain_create_are_one_round_trip_each() {
         1,
         "keyed event"
     );
+    let with_state = |step: &str| CheckpointRequest {
+        state: Some(serde_json::json!({"hex": "00ff", "n": [1, 2]})),
+        ..cp(step, None)
+    };
+    lg.checkpoint(&id, with_state("w0"), &keyed("w0")).unwrap();
+    assert_eq!(
+        count(&mut || {
+            lg.checkpoint(&id, with_state("w1"), &keyed("w1")).unwrap();
+        }),
+        1,
+        "keyed checkpoint with a snapshot"
+    );
+    assert_eq!(
+        lg.snapshot(&id, None).unwrap().state,
+        serde_json::json!({"hex": "00ff", "n": [1, 2]})
+    );
     assert_eq!(
         count(&mut || {
             lg.pause(&id, None, &keyed("p1")).unwrap();
@@ -257,6 +275,17 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
                 .unwrap(),
         );
         tick();
+        let state = CheckpointRequest {
+            state: Some(serde_json::json!({"k": "ç", "bytes": "00ff", "n": [1, 2.5, null]})),
+            ..cp("snap", Some("with state"))
+        };
+        returned
+            .push(serde_json::to_value(&*lg.checkpoint(&id, state, &m("c3")).unwrap()).unwrap());
+        let snap = lg.snapshot(&id, None).unwrap();
+        returned.push(serde_json::json!({
+            "snapshot": [snap.seq, snap.step, snap.stage, snap.at_ms, snap.size_bytes, snap.state]
+        }));
+        tick();
         let done = lg.complete(&id, "shipped", &m("d1")).unwrap();
         returned.push(serde_json::to_value(&*done).unwrap());
         // What each write returned is the session as it is read back.
@@ -264,7 +293,7 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
         assert_eq!(returned.last().unwrap(), &back, "ledger {i}");
         // LEDGER_TAMPERED at the first hash the library computes otherwise.
         let report = lg.verify(std::slice::from_ref(&id)).unwrap();
-        assert_eq!(report.events, 7, "ledger {i}");
+        assert_eq!(report.events, 8, "ledger {i}");
         let events: Vec<Value> = lg
             .session_events(&id, None, None)
             .unwrap()

@@ -105,9 +105,27 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
            p.updated_at_ms, {actor}, {detail}, {data}, NULL) FROM p \
            RETURNING event_id, seq, at_ms, detail, data), \
          k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, request_digest, rev) \
-           SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) \
-         {SELECT_AFTER_UPDATE}"
+           SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) "
     ));
+    if let Some(sn) = &w.snapshot {
+        // The snapshot of the event just inserted: its trigger sees that
+        // row (a volatile trigger function sees the rows its statement has
+        // written so far), as the pipeline's insert sees it after the
+        // event's.
+        let step = next(&mut p, Box::new(sn.step.map(str::to_owned)), Type::TEXT);
+        let state = next(&mut p, Box::new(sn.state.to_owned()), Type::TEXT);
+        let size = next(
+            &mut p,
+            Box::new(i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
+            Type::INT8,
+        );
+        sql.push_str(&format!(
+            ", sn AS (INSERT INTO session_snapshots \
+             (session_id, seq, step, stage, state, size_bytes, at_ms) \
+             SELECT p.session_id, ev.seq, {step}, p.stage, {state}, {size}, ev.at_ms FROM p, ev) "
+        ));
+    }
+    sql.push_str(SELECT_AFTER_UPDATE);
     (sql, p)
 }
 
