@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
+import json
 import random
 import threading
 from collections import OrderedDict
@@ -150,6 +151,11 @@ class LogbookSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         self.ledger = ledger if ledger is not None else Ledger(db)
+        # On a server, a write with an idempotency key is one statement (one
+        # round trip, docs/postgres.md); the key names the write's content,
+        # so putting the same content again is a replay that changes nothing.
+        # On SQLite a key is one more row per write and buys nothing.
+        self._keyed = self.ledger.path.startswith(("postgres://", "postgresql://"))
         self._sessions: dict[str, str] = {}
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()
@@ -219,6 +225,15 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             with self._lock:
                 self._sessions[thread_id] = sid
             return sid
+
+    def _key(self, label: str, data: dict) -> Optional[str]:
+        """The idempotency key of a write of ``data`` under ``label`` (on a
+        server only): its content's SHA-256, so the same content twice is one
+        write."""
+        if not self._keyed:
+            return None
+        text = json.dumps([label, data], sort_keys=True, separators=(",", ":"))
+        return "lg-" + _sha(text)[:48]
 
     def _create_with(self, thread_id: str, checkpoint: dict) -> bool:
         """For a thread with no session yet: creates it with ``checkpoint``
@@ -561,8 +576,12 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         }
         step = f"{_STEP}{_ns_key(ns)} {_hex(cid)}"
         if not self._create_with(thread_id, {"step": step, "state": state}):
+            key = self._key(step, state)
             self._write(
-                thread_id, lambda sid: self.ledger.checkpoint(sid, step=step, state=state)
+                thread_id,
+                lambda sid: self.ledger.checkpoint(
+                    sid, step=step, state=state, idempotency_key=key
+                ),
             )
         return {
             "configurable": {
@@ -601,9 +620,12 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                     "value": b.hex(),
                 }
             )
+        key = self._key(WRITES_EVENT, data)
         self._write(
             thread_id,
-            lambda sid: self.ledger.append_event(sid, type=WRITES_EVENT, data=data),
+            lambda sid: self.ledger.append_event(
+                sid, type=WRITES_EVENT, data=data, idempotency_key=key
+            ),
         )
 
     def delete_thread(self, thread_id: str) -> None:
