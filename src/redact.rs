@@ -10,6 +10,7 @@
 //! The rule table is self-testing: each rule carries samples that must match
 //! and samples that must not (ordinary ids such as `ses_…`, git hashes, UUIDs).
 
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Captures, Regex};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -22,8 +23,9 @@ struct Rule {
     #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
     /// Lowercase literals, one of which every match contains: the rule's
-    /// regex is compiled and run only when the lowercased text holds one, so
-    /// ordinary text costs a few substring scans and no regex at all.
+    /// regex is compiled and run only when the text holds one (ASCII case
+    /// aside), so ordinary text costs one scan for every rule's triggers at
+    /// once ([`triggered`]) and no regex at all.
     triggers: &'static [&'static str],
     pattern: &'static str,
     /// Capture group to keep in front of `[REDACTED]` (0 = none).
@@ -249,15 +251,67 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Every rule's triggers in one automaton, matching ASCII letters of
+/// either case, with the rule of each pattern; `None` if it cannot be
+/// built (then [`triggered`] scans for each trigger in turn).
+fn trigger_automaton() -> Option<&'static (AhoCorasick, Vec<usize>)> {
+    static A: OnceLock<Option<(AhoCorasick, Vec<usize>)>> = OnceLock::new();
+    A.get_or_init(|| {
+        let (mut pats, mut rule_of) = (Vec::new(), Vec::new());
+        for (i, rule) in RULES.iter().enumerate() {
+            for t in rule.triggers {
+                pats.push(*t);
+                rule_of.push(i);
+            }
+        }
+        AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&pats)
+            .ok()
+            .map(|ac| (ac, rule_of))
+    })
+    .as_ref()
+}
+
+/// Which rules `text` triggers: those with a trigger in `text`, ASCII
+/// case aside. One pass over the text (overlapping matches, so a trigger
+/// inside another's is seen too).
+fn triggered(text: &str) -> [bool; RULES_LEN] {
+    let mut hit = [false; RULES_LEN];
+    match trigger_automaton() {
+        Some((ac, rule_of)) => {
+            for m in ac.find_overlapping_iter(text) {
+                if let Some(h) = rule_of
+                    .get(m.pattern().as_usize())
+                    .and_then(|&r| hit.get_mut(r))
+                {
+                    *h = true;
+                }
+            }
+        }
+        None => {
+            let lower = text.to_ascii_lowercase();
+            for (h, rule) in hit.iter_mut().zip(RULES) {
+                *h = rule.triggers.iter().any(|t| lower.contains(t));
+            }
+        }
+    }
+    hit
+}
+
 /// One pass of every rule over `text`; `None` when nothing matched.
 fn redact_pass(text: &str) -> Option<String> {
     if text.is_empty() {
         return None;
     }
+    let hit = triggered(text);
+    if !hit.contains(&true) {
+        return None;
+    }
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
-    let lower = text.to_ascii_lowercase();
     for (i, rule) in RULES.iter().enumerate() {
-        if !rule.triggers.iter().any(|t| lower.contains(t)) {
+        if !hit[i] {
             continue;
         }
         let Some(re) = rule_regex(i) else { continue };
@@ -336,6 +390,54 @@ pub fn redact_json(value: &mut Value) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The naive trigger test [`triggered`] replaces: a substring scan of
+    /// the lowercased text per trigger.
+    fn triggered_naive(text: &str) -> [bool; RULES_LEN] {
+        let lower = text.to_ascii_lowercase();
+        let mut hit = [false; RULES_LEN];
+        for (h, rule) in hit.iter_mut().zip(RULES) {
+            *h = rule.triggers.iter().any(|t| lower.contains(t));
+        }
+        hit
+    }
+
+    #[test]
+    fn the_trigger_automaton_finds_what_a_scan_per_trigger_finds() {
+        assert!(trigger_automaton().is_some());
+        let mut texts: Vec<String> = Vec::new();
+        for rule in RULES {
+            for t in rule.triggers {
+                texts.push((*t).to_owned());
+                texts.push(t.to_ascii_uppercase());
+                texts.push(format!("xx {} yy", t.to_ascii_uppercase()));
+                // Overlapping and nested triggers: "sk-" inside "task-".
+                texts.push(format!("{t}{t}"));
+            }
+            texts.extend(rule.must_match.iter().map(|s| (*s).to_owned()));
+            texts.extend(rule.must_not_match.iter().map(|s| (*s).to_owned()));
+        }
+        texts.push("ÄKIA çaRAcTères ghp_ sk-".to_owned());
+        texts.push("ab".repeat(500));
+        for t in &texts {
+            assert_eq!(triggered(t), triggered_naive(t), "{t:?}");
+        }
+        // Every rule is triggered by each of its own triggers.
+        for (i, rule) in RULES.iter().enumerate() {
+            for t in rule.triggers {
+                assert!(triggered(t)[i], "{} by {t}", rule.name);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn triggered_agrees_with_a_scan_per_trigger(
+            text in "(?s)([a-zA-Z0-9_./:=-]|sk-|AKIA|ghp_|Bearer |://|eyJ|xox|ç|é){0,80}"
+        ) {
+            prop_assert_eq!(triggered(&text), triggered_naive(&text));
+        }
+    }
 
     #[test]
     fn every_rule_compiles() {
