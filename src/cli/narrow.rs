@@ -95,11 +95,11 @@ pub(super) fn parse(args: &[OsString]) -> Option<Cli> {
     }
     let (name, augment) = VERBS.iter().find(|(name, _)| verb == *name)?;
     let mut cmd = tree(name, *augment);
-    let matches = cmd.try_get_matches_from_mut(args).ok()?;
+    let mut matches = cmd.try_get_matches_from_mut(args).ok()?;
     // Freed at exit: dropping the tree is work a one-command process needs
     // not do.
     std::mem::forget(cmd);
-    Cli::from_arg_matches(&matches).ok()
+    Cli::from_arg_matches_mut(&mut matches).ok()
 }
 
 #[cfg(test)]
