@@ -1,109 +1,130 @@
 #!/usr/bin/env python3
-"""Where a fresh `logbook session checkpoint` process spends its CPU time,
-beside the minimal one-transaction binary on the same file (BENCHMARKS.md,
+"""Where a fresh `logbook session checkpoint` process spends its work, beside
+the minimal one-transaction binary on the same file (BENCHMARKS.md,
 "Whole-process CLI").
 
     cargo build --release --bin logbook --example checkpoint_once
-    python3 benches/cli_profile.py target/release/logbook [--minimal PATH] [--runs 200]
+    python3 benches/cli_profile.py target/release/logbook [OTHER_LOGBOOK ...] \
+        [--minimal target/release/examples/checkpoint_once]
 
-Runs each command --runs times under `perf record --call-graph dwarf`
-(user and kernel samples; run as root or with perf_event_paranoid ≤ 1), then
-assigns every sample of the command's own process to the first phase below
-whose marker frame is on its stack and prints each phase's share and its
-time per process (samples × period). Time spent waiting (fsync, locks) is
-not CPU time and is not sampled: `strace -c -f` counts the syscalls (both
-programs make the same 5 fsyncs at synchronous=FULL).
+Runs each command once under `valgrind --tool=callgrind` (instruction counts
+are the same from run to run, unlike times on a shared machine) and splits
+them into phases by the inclusive cost of the functions that mark each phase;
+then counts each command's page faults (`perf stat -e page-faults`, 20 runs)
+and system calls (`strace -c -f`). Waiting (fsync) is not an instruction:
+both programs make the same fsyncs, which the syscall line shows.
 """
-import argparse, collections, json, os, subprocess, sys, tempfile
-
-# (phase, frame substrings that mark it), checked in this order.
-PHASES = [
-    ("exit: unmapping the process", ["do_exit", "exit_mmap", "__run_exit_handlers", "exit_group"]),
-    ("start: exec, dynamic loader, relocations", ["_dl_start", "dl_main", "_dl_relocate", "load_elf_binary",
-                                                  "begin_new_exec", "bprm_execve", "_dl_map_object",
-                                                  "do_lookup_x", "show_map", "pthread_getattr_np"]),
-    ("close: WAL checkpoint into the file, its fsyncs, unlinks", ["sqlite3_close", "sqlite3LeaveMutexAndCloseZombie",
-                                                                   "drop_in_place<rusqlite::Connection>",
-                                                                   "drop_in_place<logbook::ledger::Ledger>",
-                                                                   "InnerConnection::close", "sqlite3WalClose"]),
-    ("COMMIT: WAL frames and fsync", ["sqlite3BtreeCommitPhaseOne", "sqlite3PagerCommitPhaseOne", "pagerWalFrames",
-                                      "vdbeCommit"]),
-    ("reading the schema (parsing every CREATE)", ["sqlite3InitOne"]),
-    ("argument parsing (clap)", ["clap_builder", "narrow::parse", "as clap_builder"]),
-    ("open: file checks, probe, pragmas, writer lock", ["Ledger::open_with", "store::sqlite::open", "InnerConnection::open",
-                                                        "pragma_update", "sqlite3_open_v2", "openDatabase"]),
-    ("rendering and writing the output", ["cli::output", "cli::render", "Printer"]),
-    ("the transaction's statements", ["sqlite3_step", "sqlite3_prepare", "sqlite3LockAndPrepare", "Ledger>::checkpoint",
-                                      "write::<impl", "insert_event", "session_update"]),
-    ("page faults elsewhere", ["asm_exc_page_fault", "exc_page_fault"]),
-]
+import argparse, json, os, re, subprocess, tempfile
 
 
-def attribute(perf_data, comm):
-    out = subprocess.run(["perf", "script", "-i", perf_data, "--comm", comm, "-F", "comm,period,ip,sym"],
+def inclusive(out_file):
+    """Function name (without its object) -> inclusive instructions."""
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out_file],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    cost, total = {}, 0
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+) \([ \d.]+%\)\s+(.*)$", line)
+        if not m:
+            continue
+        n = int(m.group(1).replace(",", ""))
+        name = m.group(2)
+        if name.startswith("PROGRAM TOTALS"):
+            total = n
+            continue
+        name = re.sub(r" \[[^\]]*\]$", "", name).split(":", 1)[-1]
+        cost[name] = max(cost.get(name, 0), n)
+    return cost, total
+
+
+def get(cost, key):
+    return max((n for name, n in cost.items() if name == key or name.endswith(key)), default=0)
+
+
+def phases_logbook(cost, total):
+    main = get(cost, "logbook::cli::main")
+    run = get(cost, "logbook::cli::session::run")
+    opened = get(cost, "logbook::cli::open")
+    schema = get(cost, "sqlite3InitOne")
+    tx = get(cost, "<impl logbook::ledger::Ledger>::checkpoint")
+    close = get(cost, "core::ptr::drop_in_place<logbook::ledger::Ledger>")
+    return {
+        "start and exit (loader, relocations, runtime)": total - main,
+        "argument parsing (clap)": main - run,
+        "reading the schema (every CREATE parsed)": schema,
+        "open: the rest (file checks, probe, pragmas)": opened - schema,
+        "the transaction (BEGIN … COMMIT, read-back)": tx,
+        "close (statements finalized, WAL checkpointed)": close,
+        "rendering the output": run - opened - tx - close,
+    }
+
+
+def phases_minimal(cost, total):
+    main = get(cost, "checkpoint_once::main")
+    opened = get(cost, "checkpoint_once::open")
+    schema = get(cost, "sqlite3InitOne")
+    tx = get(cost, "checkpoint_once::transaction")
+    close = get(cost, "checkpoint_once::close")
+    return {
+        "start and exit (loader, relocations, runtime)": total - main,
+        "argument parsing (clap)": 0,
+        "reading the schema (every CREATE parsed)": schema,
+        "open: the rest (file checks, probe, pragmas)": opened - schema,
+        "the transaction (BEGIN … COMMIT, read-back)": tx,
+        "close (statements finalized, WAL checkpointed)": close,
+        "rendering the output": main - opened - tx - close,
+    }
+
+
+def faults(cmd):
+    out = subprocess.run(["perf", "stat", "-x,", "-r", "20", "-e", "page-faults"] + cmd,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
+    return out.strip().splitlines()[-1].split(",")[0]
+
+
+def syscalls(cmd):
+    out = subprocess.run(["strace", "-c", "-f", "-o", "/dev/stdout"] + cmd,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
-    counts = collections.Counter()
-    total = 0
-    stack, period = [], 0
-
-    def flush():
-        nonlocal total
-        if not stack:
-            return
-        total += period
-        for name, marks in PHASES:
-            if any(m in f for f in stack for m in marks):
-                counts[name] += period
-                return
-        counts["other (mostly malloc and free, their callers not unwound)"] += period
-
+    calls = {}
     for line in out.splitlines():
-        if not line.strip():
-            flush()
-            stack = []
-        elif line[0] not in " \t":
-            parts = line.split()
-            period = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1
-        else:
-            p = line.split(None, 1)
-            if len(p) == 2:
-                stack.append(p[1])
-    flush()
-    return counts, total
+        p = line.split()
+        if len(p) >= 5 and p[-1].isidentifier() and p[3].isdigit():
+            calls[p[-1]] = int(p[3])
+        elif len(p) >= 4 and p[-1] == "total":
+            calls["total"] = int(p[2])
+    return f"{calls.get('total', '?')} ({calls.get('fsync', 0)} fsync, {calls.get('openat', 0)} openat)"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("logbook")
+    ap.add_argument("logbooks", nargs="+")
     ap.add_argument("--minimal", default="target/release/examples/checkpoint_once")
-    ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--sync", choices=["full", "normal"], default="full")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         db = os.path.join(d, "cli.db")
         sid = json.loads(subprocess.check_output(
-            [a.logbook, "--db", db, "session", "create", "--title", "p", "--app", "a", "--json"]))["data"]["session_id"]
-        env = dict(os.environ, LOGBOOK_SYNC=a.sync)
-        cmds = {
-            "logbook": [a.logbook, "--db", db, "session", "checkpoint", sid, "--step", "s", "--note", "n"],
-            "minimal": [a.minimal, db, sid, a.sync],
-        }
-        results = {}
-        for name, cmd in cmds.items():
-            data = os.path.join(d, name + ".perf")
-            loop = " ".join(f"'{c}'" for c in cmd)
-            subprocess.run(["perf", "record", "-q", "-F", "20000", "--call-graph", "dwarf,16384", "-o", data,
-                            "--", "sh", "-c", f"for i in $(seq {a.runs}); do {loop} >/dev/null; done"],
-                           check=True, env=env, stderr=subprocess.DEVNULL)
-            results[name] = attribute(data, os.path.basename(cmd[0])[:15])
-        names = [n for n, _ in PHASES] + ["other (mostly malloc and free, their callers not unwound)"]
-        print(f"| phase | {' | '.join(f'{k} µs per process' for k in results)} |")
-        print("|---|" + "---|" * len(results))
+            [a.logbooks[0], "--db", db, "session", "create", "--title", "p", "--app", "a", "--json"]))["data"]["session_id"]
+        os.environ["LOGBOOK_SYNC"] = a.sync
+        cmds = {b: ([b, "--db", db, "session", "checkpoint", sid, "--step", "s", "--note", "n"], phases_logbook)
+                for b in a.logbooks}
+        cmds["minimal"] = ([a.minimal, db, sid, a.sync], phases_minimal)
+        cols = {}
+        for name, (cmd, split) in cmds.items():
+            out = os.path.join(d, "cg.out")
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + cmd,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            cost, total = inclusive(out)
+            ph = split(cost, total)
+            ph["all instructions"] = total
+            ph["page faults"] = faults(cmd)
+            ph["system calls"] = syscalls(cmd)
+            cols[name] = ph
+        names = list(next(iter(cols.values())).keys())
+        print("| phase | " + " | ".join(cols) + " |")
+        print("|---|" + "---|" * len(cols))
         for n in names:
-            cells = [f"{c[n] / 1e3 / a.runs:.0f} ({c[n] / t:.0%})" if t else "-" for c, t in results.values()]
-            print(f"| {n} | {' | '.join(cells)} |")
-        cells = [f"{t / 1e3 / a.runs:.0f}" for _, t in results.values()]
-        print(f"| all CPU | {' | '.join(cells)} |")
+            cells = [f"{c[n] / 1e6:.2f} M" if isinstance(c[n], int) else c[n] for c in cols.values()]
+            print(f"| {n} | " + " | ".join(cells) + " |")
 
 
 main()

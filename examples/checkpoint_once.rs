@@ -12,6 +12,7 @@
 //! program must do to append one checkpoint to the file.
 use logbook::store::sqlite::sql::events::{insert_event, NewEvent};
 use logbook::store::{SessionChange, SessionGuard};
+use rusqlite::Connection;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -19,9 +20,23 @@ fn main() {
     let db = args.next().expect(usage);
     let id = args.next().expect(usage);
     let sync = args.next().unwrap_or_else(|| "full".into());
-    let c = rusqlite::Connection::open(&db).expect("open");
-    c.pragma_update(None, "synchronous", &sync)
+    let c = open(&db, &sync);
+    transaction(&c, &id);
+    close(c);
+}
+
+/// Opens the file and sets `synchronous` (SQLite reads the schema here).
+#[inline(never)]
+fn open(db: &str, sync: &str) -> Connection {
+    let c = Connection::open(db).expect("open");
+    c.pragma_update(None, "synchronous", sync)
         .expect("synchronous");
+    c
+}
+
+/// The checkpoint: one `BEGIN IMMEDIATE` … `COMMIT`.
+#[inline(never)]
+fn transaction(c: &Connection, id: &str) {
     c.execute_batch("BEGIN IMMEDIATE").expect("begin");
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -35,14 +50,14 @@ fn main() {
         checkpoint_at_next_seq: true,
         ..Default::default()
     };
-    let (sql, p) = logbook::store::sqlite::tx::session_update(&id, guard, &change);
+    let (sql, p) = logbook::store::sqlite::tx::session_update(id, guard, &change);
     let changed = c
         .prepare(&sql)
         .and_then(|mut s| s.execute(rusqlite::params_from_iter(p.iter())))
         .expect("update");
     assert_eq!(changed, 1, "{id} is not an active session");
     let event = NewEvent {
-        session_id: &id,
+        session_id: id,
         event_type: "checkpoint",
         actor_type: logbook::ActorType::Cli,
         detail: Some("n"),
@@ -50,6 +65,12 @@ fn main() {
         idempotency: None,
         run_id: None,
     };
-    insert_event(&c, &event).expect("insert");
+    insert_event(c, &event).expect("insert");
     c.execute_batch("COMMIT").expect("commit");
+}
+
+/// Closes the connection: the last one checkpoints the WAL into the file.
+#[inline(never)]
+fn close(c: Connection) {
+    drop(c);
 }
