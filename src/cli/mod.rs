@@ -8,6 +8,7 @@ mod budget;
 mod exit;
 mod gate;
 mod mcp;
+mod narrow;
 mod output;
 mod render;
 mod retention;
@@ -355,7 +356,7 @@ fn open_existing(global: &GlobalArgs) -> logbook::Result<Ledger> {
 pub fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = exit::wants_json(&args);
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match narrow::parse(&args).map_or_else(|| Cli::try_parse_from(&args), Ok) {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e, json),
     };
