@@ -181,26 +181,28 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        if !cp.has_refs {
-            let one = OneEvent {
-                change: change(),
-                event_type: EventType::Checkpoint.as_str(),
-                detail: cp.note.as_deref(),
-                data: Some(&cp.data),
-                no_open_runs: false,
-                no_pending_gate: false,
-                snapshot: cp.state.as_ref().map(|st| OneSnapshot {
-                    step: cp.step.as_deref(),
-                    state: &st.text,
-                }),
-            };
-            if let Some(w) = self.write_one(op, &one)? {
-                return Ok(w);
-            }
+        let pipeline = || {
+            self.mutate(op, |_| Ok(()), |w, ()| cp.apply(w), &mut |tx, _| {
+                super::write::read_back(tx, id)
+            })
+        };
+        if cp.has_refs {
+            // References are linked by the transaction alone.
+            return pipeline();
         }
-        self.mutate(op, |_| Ok(()), |w, ()| cp.apply(w), &mut |tx, _| {
-            super::write::read_back(tx, id)
-        })
+        let one = OneEvent {
+            change: change(),
+            event_type: EventType::Checkpoint.as_str(),
+            detail: cp.note.as_deref(),
+            data: Some(&cp.data),
+            no_open_runs: false,
+            no_pending_gate: false,
+            snapshot: cp.state.as_ref().map(|st| OneSnapshot {
+                step: cp.step.as_deref(),
+                state: &st.text,
+            }),
+        };
+        self.write_one_or(op, &one, pipeline)
     }
 }
 

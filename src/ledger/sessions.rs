@@ -344,9 +344,22 @@ impl Ledger {
             no_pending_gate: verb == Verb::Resume,
             snapshot: None,
         };
-        if let Some(w) = self.write_one(op, &one)? {
-            return Ok(w);
-        }
+        self.write_one_or(op, &one, || {
+            self.transition_pipeline(op, verb, status, change, event_type, text.as_deref())
+        })
+    }
+
+    /// A status verb through the write transaction.
+    fn transition_pipeline(
+        &self,
+        op: Op<'_>,
+        verb: Verb,
+        status: SessionStatus,
+        change: SessionChange<'_>,
+        event_type: EventType,
+        text: Option<&str>,
+    ) -> Result<Written<Session>> {
+        let id = op.id;
         self.mutate(
             op,
             |tx| {
@@ -482,18 +495,17 @@ impl Ledger {
             no_pending_gate: false,
             snapshot: None,
         };
-        if let Some(w) = self.write_one(op, &one)? {
-            return Ok(w);
-        }
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| {
-                w.update(SessionChange::default())?;
-                w.event(&req.event_type, detail.as_deref(), data.as_deref(), None)?;
-                w.session()
-            },
-            &mut |tx, _| super::write::read_back(tx, id),
-        )
+        self.write_one_or(op, &one, || {
+            self.mutate(
+                op,
+                |_| Ok(()),
+                |w, ()| {
+                    w.update(SessionChange::default())?;
+                    w.event(&req.event_type, detail.as_deref(), data.as_deref(), None)?;
+                    w.session()
+                },
+                &mut |tx, _| super::write::read_back(tx, id),
+            )
+        })
     }
 }

@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::model::Usage;
 use crate::model::{EventType, Session, SessionId, SessionStatus, Verb};
 use crate::store::rows::{KeyHit, NewEvent, SessionState};
+use crate::store::OneOutcome;
 use crate::store::{OneWrite, SessionChange, SessionGuard, SessionRow, Tx};
 
 /// A verb's body when it is one guarded UPDATE and its one event, and
@@ -382,21 +383,39 @@ impl Ledger {
 impl Ledger {
     /// Applies `one` as a single statement where the store can (a server)
     /// and the write allows it: it has an idempotency key (which resolves a
-    /// reply lost on the way back) and presents no lease token. `None`
-    /// when it was not applied that way: the caller runs the pipeline.
+    /// reply lost on the way back) and presents no lease token; otherwise,
+    /// or when the statement applied nothing, runs `pipeline` (the same
+    /// write through the transaction, which diagnoses, replays or applies).
+    /// After a lost reply the statement may have been applied: the
+    /// pipeline then replays it by its key, or applies it once; if the
+    /// pipeline cannot reach the server either, the outcome is unknown
+    /// (STORE_UNAVAILABLE with `outcome: "unknown"`, not `"not_applied"`).
     ///
     /// # Errors
-    /// STORE_BUSY.
-    pub(super) fn write_one(
+    /// The pipeline's; STORE_BUSY.
+    pub(super) fn write_one_or(
         &self,
         op: Op<'_>,
         one: &OneEvent<'_>,
-    ) -> Result<Option<Written<Session>>> {
+        pipeline: impl FnOnce() -> Result<Written<Session>>,
+    ) -> Result<Written<Session>> {
+        match self.try_one(op, one)? {
+            OneOutcome::Applied(s) => Ok(Written::applied(s)),
+            OneOutcome::NotApplied => pipeline(),
+            OneOutcome::Unknown => pipeline().map_err(|e| match e {
+                Error::Unavailable { location, .. } => Error::CommitUnknown { location },
+                e => e,
+            }),
+        }
+    }
+
+    /// [`Ledger::write_one_or`]'s statement, where it may be sent.
+    fn try_one(&self, op: Op<'_>, one: &OneEvent<'_>) -> Result<OneOutcome> {
         let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
-            return Ok(None);
+            return Ok(OneOutcome::NotApplied);
         };
         if op.m.lease.is_some() || !self.store.writes_one_statement() {
-            return Ok(None);
+            return Ok(OneOutcome::NotApplied);
         }
         let w = OneWrite {
             session_id: op.id,
@@ -417,11 +436,7 @@ impl Ledger {
             no_pending_gate: one.no_pending_gate,
             snapshot: one.snapshot,
         };
-        Ok(self
-            .store
-            .write_one(&w)
-            .map_err(|e| self.fill_path(e))?
-            .map(Written::applied))
+        self.store.write_one(&w).map_err(|e| self.fill_path(e))
     }
 }
 

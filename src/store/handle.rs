@@ -190,17 +190,18 @@ impl Store {
 
     /// Applies `w` as one statement where the backend can: on a server,
     /// one round trip (docs/postgres.md, "One round trip per write"),
-    /// returning the session as it now stands. `None` when nothing was
-    /// applied this way: SQLite (whose write lock makes the transaction as
-    /// cheap), or a write the statement leaves to the pipeline (a guard
+    /// returning the session as it now stands. `NotApplied` when nothing
+    /// was applied this way: SQLite (whose write lock makes the transaction
+    /// as cheap), or a write the statement leaves to the pipeline (a guard
     /// that does not match, a replay, a lease, a pending gate, an open run,
     /// contention on the row): the caller runs the pipeline then.
+    /// `Unknown` when the reply was lost ([`super::OneOutcome::Unknown`]).
     ///
     /// # Errors
     /// STORE_BUSY (the session's row stayed locked for the busy timeout).
-    pub fn write_one(&self, w: &super::OneWrite<'_>) -> Result<Option<crate::model::Session>> {
+    pub fn write_one(&self, w: &super::OneWrite<'_>) -> Result<super::OneOutcome> {
         match self {
-            Store::Sqlite(_) => Ok(None),
+            Store::Sqlite(_) => Ok(super::OneOutcome::NotApplied),
             Store::Postgres(p) => p.write_one(w),
         }
     }

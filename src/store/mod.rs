@@ -134,6 +134,21 @@ pub struct OneWrite<'a> {
     pub snapshot: Option<OneSnapshot<'a>>,
 }
 
+/// What a one-statement write came to ([`Store::write_one`]).
+#[derive(Debug)]
+pub enum OneOutcome {
+    /// Applied: the session as it now stands.
+    Applied(crate::model::Session),
+    /// Nothing was applied this way (SQLite; or the statement matched no
+    /// row, or the server refused it): the caller runs the pipeline.
+    NotApplied,
+    /// The connection ended before the reply: the statement may have been
+    /// applied. The caller runs the pipeline, which finds the write's key
+    /// (a replay) or applies it; if the pipeline cannot reach the server
+    /// either, the outcome stays unknown ([`crate::Error::CommitUnknown`]).
+    Unknown,
+}
+
 /// The snapshot of a one-statement checkpoint ([`OneWrite::snapshot`]).
 #[derive(Debug, Clone, Copy)]
 pub struct OneSnapshot<'a> {

@@ -419,6 +419,40 @@ fn pg_a_lost_reply_to_one_statement_is_resolved_and_applied_once() {
     assert_eq!(lg.get_session(&sid).unwrap().title, "created once");
 }
 
+/// A one-statement write whose reply is lost, when the server then cannot
+/// be reached within the busy timeout: the statement was applied, so the
+/// outcome is unknown (STORE_UNAVAILABLE, `outcome: "unknown"`), never
+/// "not applied"; the same write retried with its key later is a replay.
+#[test]
+fn pg_a_lost_reply_then_no_server_is_an_unknown_outcome() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = Ledger::open(LedgerOptions {
+        busy_timeout_ms: 300,
+        ..LedgerOptions::at(Path::new(&via(&env, &proxy, "&statement_cache_size=0")))
+    })
+    .unwrap();
+    let id = lib_create(&lg, "lost", "a");
+    let state = || CheckpointRequest {
+        state: Some(serde_json::json!({"n": 1})),
+        ..cp("s1", None)
+    };
+    proxy.cut_after_next(b"logbook_event_hash");
+    proxy.refuse_new(true);
+    let e = lg.checkpoint(&id, state(), &keyed("k1")).unwrap_err();
+    assert_eq!(cuts(&proxy, 1), 1, "the statement's reply was cut");
+    assert_eq!(e.code().as_str(), "STORE_UNAVAILABLE", "{e}");
+    assert_eq!(e.details()["outcome"], "unknown", "{e}");
+    // It was applied, once.
+    assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
+    proxy.refuse_new(false);
+    let w = lg.checkpoint(&id, state(), &keyed("k1")).unwrap();
+    assert!(w.replayed.is_some(), "the retry is a replay");
+    assert_eq!(w.value.rev, 2);
+    assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
+}
+
 /// A one-statement write waits for a locked session row no longer than
 /// the busy timeout (its `lock_timeout`, as the pipeline's `SET LOCAL`),
 /// then STORE_BUSY; once the row is free it applies.

@@ -38,6 +38,8 @@ struct State {
     bursts: AtomicUsize,
     /// Open sockets (client side, server side), to cut them all.
     open: Mutex<Vec<(TcpStream, TcpStream)>>,
+    /// New connections are closed at once (the server unreachable).
+    refuse: AtomicBool,
     stop: AtomicBool,
 }
 
@@ -54,6 +56,10 @@ impl Proxy {
                     return;
                 }
                 let Ok(client) = client else { continue };
+                if st.refuse.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)) else {
                     continue;
                 };
@@ -94,6 +100,12 @@ impl Proxy {
     /// backend.
     pub fn fatal_after_next(&self, needle: &[u8]) {
         *self.state.fatal_after_bytes.lock().unwrap() = Some(needle.to_vec());
+    }
+
+    /// While `on`, new connections are closed as soon as they are made, as
+    /// when the server cannot be reached (open ones carry on).
+    pub fn refuse_new(&self, on: bool) {
+        self.state.refuse.store(on, Ordering::SeqCst);
     }
 
     /// How many COMMITs were cut.

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::Session;
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
-use crate::store::SessionRow;
+use crate::store::{OneOutcome, SessionRow};
 use std::time::{Duration, Instant};
 
 /// What one statement sent on its own came to ([`PgStore::once`]).
@@ -33,25 +33,32 @@ fn first_session(rows: &[postgres::Row]) -> Result<Option<Session>> {
 
 impl PgStore {
     /// Applies `w` as one statement ([`crate::store::postgres::sql::once`]): the session as
-    /// it now stands, or `None` when the statement applied nothing (the
-    /// caller runs the write pipeline, which diagnoses, replays or waits).
-    /// A reply lost on the way back is `None` too: `w` carries an
+    /// it now stands, or `NotApplied` when the statement applied nothing
+    /// (the caller runs the write pipeline, which diagnoses, replays or
+    /// waits). A reply lost on the way back is `Unknown`: `w` carries an
     /// idempotency key, so the pipeline replays the write if it was
-    /// applied.
+    /// applied, and the caller reports an unknown outcome if the pipeline
+    /// cannot reach the server to tell.
     ///
     /// # Errors
     /// STORE_BUSY when the session's row stayed locked for the busy
     /// timeout.
-    pub fn write_one(&self, w: &crate::store::OneWrite<'_>) -> Result<Option<Session>> {
+    pub fn write_one(&self, w: &crate::store::OneWrite<'_>) -> Result<OneOutcome> {
         if self.read_only {
-            return Ok(None);
+            return Ok(OneOutcome::NotApplied);
         }
         let (sql, p) =
             crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
-        match self.once(&sql, &crate::store::postgres::sql::borrow(&p))? {
-            Once::Rows(rows) => first_session(&rows),
-            Once::Declined | Once::Lost => Ok(None),
-        }
+        Ok(
+            match self.once(&sql, &crate::store::postgres::sql::borrow(&p))? {
+                Once::Rows(rows) => match first_session(&rows)? {
+                    Some(s) => OneOutcome::Applied(s),
+                    None => OneOutcome::NotApplied,
+                },
+                Once::Declined => OneOutcome::NotApplied,
+                Once::Lost => OneOutcome::Unknown,
+            },
+        )
     }
 
     /// Inserts a new session with no parent and no key, and its `created`
