@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
-import json
 import random
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -152,8 +152,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.ledger = ledger if ledger is not None else Ledger(db)
         # On a server, a write with an idempotency key is one statement (one
-        # round trip, docs/postgres.md); the key names the write's content,
-        # so putting the same content again is a replay that changes nothing.
+        # round trip, docs/postgres.md); each write gets a key of its own.
         # On SQLite a key is one more row per write and buys nothing.
         self._keyed = self.ledger.path.startswith(("postgres://", "postgresql://"))
         self._sessions: dict[str, str] = {}
@@ -226,14 +225,15 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 self._sessions[thread_id] = sid
             return sid
 
-    def _key(self, label: str, data: dict) -> Optional[str]:
-        """The idempotency key of a write of ``data`` under ``label`` (on a
-        server only): its content's SHA-256, so the same content twice is one
-        write."""
+    def _key(self) -> Optional[str]:
+        """A new idempotency key for one write (on a server only): it lets
+        the write be one statement, and a reply lost on the way back is
+        resolved by it. Never derived from the content: the same content put
+        again (put A, put B, put A) is a new write, as LangGraph's savers
+        record it, not a replay of the first."""
         if not self._keyed:
             return None
-        text = json.dumps([label, data], sort_keys=True, separators=(",", ":"))
-        return "lg-" + _sha(text)[:48]
+        return "lg-" + uuid.uuid4().hex
 
     def _create_with(self, thread_id: str, checkpoint: dict) -> bool:
         """For a thread with no session yet: creates it with ``checkpoint``
@@ -576,7 +576,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         }
         step = f"{_STEP}{_ns_key(ns)} {_hex(cid)}"
         if not self._create_with(thread_id, {"step": step, "state": state}):
-            key = self._key(step, state)
+            key = self._key()
             self._write(
                 thread_id,
                 lambda sid: self.ledger.checkpoint(
@@ -620,7 +620,7 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                     "value": b.hex(),
                 }
             )
-        key = self._key(WRITES_EVENT, data)
+        key = self._key()
         self._write(
             thread_id,
             lambda sid: self.ledger.append_event(

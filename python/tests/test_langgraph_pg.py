@@ -55,3 +55,34 @@ def test_ledger_on_postgres():
             assert [e["type"] for e in led.show_session(sid)["events"]] == [
                 "created", "checkpoint", "completed",
             ]
+
+
+def _put_a_b_a(saver):
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.types import ERROR
+
+    cfg = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    c0 = saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
+    cp = empty_checkpoint()
+    a = dict(cp, channel_values={"x": "A"})
+    b = dict(cp, channel_values={"x": "B"})
+    saver.put(c0, a, {"step": 1}, {})
+    saver.put(c0, b, {"step": 1}, {})
+    c1 = saver.put(c0, a, {"step": 1}, {})
+    for err in ("errA", "errB", "errA"):
+        saver.put_writes(c1, [(ERROR, err)], "task1")
+    t = saver.get_tuple(c1)
+    return t.checkpoint["channel_values"], t.pending_writes
+
+
+def test_the_same_content_put_again_is_a_new_write_on_both_backends(db_path):
+    # Put A, put B, put A again (one checkpoint id): the last write wins on
+    # either backend, as on LangGraph's own savers; on a server each write
+    # is one keyed statement, and a key of its own per write keeps the
+    # third put from replaying the first.
+    expected = ({"x": "A"}, [("task1", "__error__", "errA")])
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        assert _put_a_b_a(saver) == expected
+    with fresh_database() as url:
+        with LogbookSaver.from_conn_string(url) as saver:
+            assert _put_a_b_a(saver) == expected

@@ -9,7 +9,7 @@ use super::request::{
     Mutation, VerbDigest,
 };
 use super::write::{key_reused, read_back, OneEvent, Op, CREATED_REPLAY};
-use super::written::Written;
+use super::written::{Replayed, Written};
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, SessionStatus, Verb};
@@ -241,9 +241,19 @@ impl Ledger {
                     if &stored != dg {
                         return Err(key_reused());
                     }
+                    // What the first attempt left: rev 1 and its `created`
+                    // event, or rev 2 and its first checkpoint's.
+                    let first_left = if first.is_some() {
+                        Replayed {
+                            rev: Some(2),
+                            seq: 1,
+                        }
+                    } else {
+                        CREATED_REPLAY
+                    };
                     return tx
                         .find_session(&sid)?
-                        .map(|s| Written::replay(s, CREATED_REPLAY))
+                        .map(|s| Written::replay(s, first_left))
                         .ok_or_else(|| Error::internal("an idempotent create lost its session"));
                 }
             }
@@ -374,7 +384,7 @@ impl Ledger {
                     // Before the terminal event, so that event stays last.
                     super::run_end::cancel_open_runs(w, status)?;
                 }
-                w.event(event_type.as_str(), text.as_deref(), None, None)?;
+                w.event(event_type.as_str(), text, None, None)?;
                 w.session()
             },
             &mut |tx, _| super::write::read_back(tx, id),

@@ -400,7 +400,7 @@ impl Ledger {
         pipeline: impl FnOnce() -> Result<Written<Session>>,
     ) -> Result<Written<Session>> {
         match self.try_one(op, one)? {
-            OneOutcome::Applied(s) => Ok(Written::applied(s)),
+            OneOutcome::Applied(s) => Ok(Written::applied(*s)),
             OneOutcome::NotApplied => pipeline(),
             OneOutcome::Unknown => pipeline().map_err(|e| match e {
                 Error::Unavailable { location, .. } => Error::CommitUnknown { location },

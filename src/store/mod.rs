@@ -138,7 +138,7 @@ pub struct OneWrite<'a> {
 #[derive(Debug)]
 pub enum OneOutcome {
     /// Applied: the session as it now stands.
-    Applied(crate::model::Session),
+    Applied(Box<crate::model::Session>),
     /// Nothing was applied this way (SQLite; or the statement matched no
     /// row, or the server refused it): the caller runs the pipeline.
     NotApplied,

@@ -132,7 +132,9 @@ fn a_keyed_create_with_a_first_checkpoint_replays_and_its_key_covers_the_checkpo
     };
     let a = l.create_session(keyed(first())).unwrap().into_inner();
     let b = l.create_session(keyed(first())).unwrap();
-    assert!(b.replayed.is_some());
+    // The replay names what the first attempt left: rev 2, seq 1.
+    let r = b.replayed.as_ref().unwrap();
+    assert_eq!((r.rev, r.seq), (Some(2), 1));
     assert_eq!(b.into_inner().session_id, a.session_id);
     // Another first checkpoint under the same key is another request.
     let other = CheckpointRequest {

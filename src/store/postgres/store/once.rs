@@ -52,7 +52,7 @@ impl PgStore {
         Ok(
             match self.once(&sql, &crate::store::postgres::sql::borrow(&p))? {
                 Once::Rows(rows) => match first_session(&rows)? {
-                    Some(s) => OneOutcome::Applied(s),
+                    Some(s) => OneOutcome::Applied(Box::new(s)),
                     None => OneOutcome::NotApplied,
                 },
                 Once::Declined => OneOutcome::NotApplied,
