@@ -14,6 +14,12 @@ environment (LOGBOOK_BENCH_LG_URL), never from the command line.
                                    then puts checkpoints for SECONDS and prints
                                    `START_NS END_NS OPS ERRORS` and a line of
                                    per-put latencies in µs
+  pg_langgraph.py list ROWS        creates LangGraph's tables, loads ROWS checkpoints
+                                   by SQL (copies of one real put's row, 1,000
+                                   threads, 1,000 checkpoints each at 1,000,000),
+                                   VACUUM ANALYZE, then times
+                                   `list(saver.list(thread, limit=20))` (50 warm-up
+                                   calls, then 1,000) and prints `P50_US P99_US ROWS`
 """
 
 import os
@@ -73,10 +79,43 @@ def worker(seconds):
         print(" ".join(f"{x:.0f}" for x in lat), flush=True)
 
 
+def list_bench(rows):
+    with connect() as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        cfg = {"configurable": {"thread_id": "template", "checkpoint_ns": ""}}
+        put(saver, cfg, "template")
+        conn.execute(
+            """INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
+                   parent_checkpoint_id, type, checkpoint, metadata)
+               SELECT 'thread' || (i %% 1000), '', lpad(i::text, 12, '0'),
+                      lpad((i - 1000)::text, 12, '0'), t.type, t.checkpoint, t.metadata
+               FROM generate_series(1, %s) AS i,
+                    (SELECT type, checkpoint, metadata FROM checkpoints
+                     WHERE thread_id = 'template') AS t""",
+            (rows,),
+        )
+        conn.execute("VACUUM ANALYZE")
+        one = {"configurable": {"thread_id": "thread7", "checkpoint_ns": ""}}
+        got = list(saver.list(one, limit=20))
+        assert len(got) == 20, len(got)
+        for _ in range(50):
+            list(saver.list(one, limit=20))
+        lat = []
+        for _ in range(1000):
+            t = time.perf_counter()
+            list(saver.list(one, limit=20))
+            lat.append((time.perf_counter() - t) * 1e6)
+        lat.sort()
+        print(f"{lat[500]:.0f} {lat[990]:.0f} {rows}", flush=True)
+
+
 def main():
     if sys.argv[1] == "setup":
         with connect() as conn:
             PostgresSaver(conn).setup()
+    elif sys.argv[1] == "list":
+        list_bench(int(sys.argv[2]))
     elif sys.argv[1] == "worker":
         worker(float(sys.argv[2]))
     else:

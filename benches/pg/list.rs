@@ -113,6 +113,28 @@ pub fn section(cfg: &Config, admin: &mut postgres::Client) {
             },
         ),
         (
+            "--tag t (every tenth session)",
+            ListSessions {
+                tag: Some("t".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "--tag t --status active",
+            ListSessions {
+                tag: Some("t".into()),
+                ..active()
+            },
+        ),
+        (
+            "--order updated --tag t",
+            ListSessions {
+                tag: Some("t".into()),
+                order_updated: true,
+                ..Default::default()
+            },
+        ),
+        (
             "--order updated --status active",
             ListSessions {
                 order_updated: true,
@@ -157,4 +179,29 @@ pub fn section(cfg: &Config, admin: &mut postgres::Client) {
     println!();
     drop(pg);
     drop_db(admin, db);
+    // The peer: LangGraph's PostgresSaver listing one thread's newest 20 on
+    // a checkpoints table of the same size.
+    let py = super::venv();
+    let lg = "lbbench_lglist";
+    fresh_db(admin, lg);
+    let out = std::process::Command::new(&py.0)
+        .args([super::LG_SCRIPT, "list", &n.to_string()])
+        .env("LOGBOOK_BENCH_LG_URL", db_url(&cfg.base, lg))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = text.split_whitespace().collect();
+    println!(
+        "Beside it, the peer: LangGraph `list(PostgresSaver.list(thread, limit=20))` of one thread's 20 newest checkpoints on a `checkpoints` table of {} rows (1,000 threads; copies of one real `put`'s row), from Python ({}), 50 warm-up calls then 1,000: p50 {} µs, p99 {} µs.\n",
+        f[2],
+        super::lg_versions(&py),
+        f[0],
+        f[1]
+    );
+    drop_db(admin, lg);
 }

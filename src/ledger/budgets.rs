@@ -334,7 +334,7 @@ impl Ledger {
         {
             return Err(Error::invalid(
                 "usage",
-                "give at least one of --input-tokens, --output-tokens, --api-calls or --duration-ms",
+                "give at least one of input_tokens, output_tokens, api_calls or duration_ms",
             ));
         }
         let add = Usage {
@@ -416,7 +416,7 @@ impl Ledger {
         {
             return Err(Error::invalid(
                 "budget",
-                "give at least one of --max-tokens, --max-api-calls, --max-duration-ms or --on-exceed",
+                "give at least one of max_tokens, max_api_calls, max_duration_ms or on_exceed",
             ));
         }
         for (f, v) in [

@@ -63,7 +63,7 @@ impl PreparedCheckpoint {
         if req.step.is_none() && req.note.is_none() && !has_refs && req.state.is_none() {
             return Err(Error::invalid(
                 "checkpoint",
-                "give at least one of --step, --note, --plan, --operation, --deployment or --state",
+                "give at least one of step, note, plan, operation, deployment or state",
             ));
         }
         if let Some(s) = &req.step {

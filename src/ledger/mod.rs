@@ -412,6 +412,12 @@ impl Ledger {
         self.store.read_single(f).map_err(|e| self.purged_or(e))
     }
 
+    /// Runs `f`, a read whose statements need not share a snapshot
+    /// ([`crate::store::Store::read_each`]).
+    fn read_each<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.store.read_each(f).map_err(|e| self.purged_or(e))
+    }
+
     /// SESSION_NOT_FOUND for a session a purge removed says so
     /// ([`Error::SessionPurged`], docs/design.md, "Retention"); any other error is as it is.
     fn purged_or(&self, e: Error) -> Error {

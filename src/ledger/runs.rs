@@ -242,7 +242,7 @@ impl Ledger {
         if req.input_tokens.is_none() && req.output_tokens.is_none() && req.api_calls.is_none() {
             return Err(Error::invalid(
                 "usage",
-                "give at least one of --input-tokens, --output-tokens or --api-calls",
+                "give at least one of input_tokens, output_tokens or api_calls",
             ));
         }
         let add = RunUsage {

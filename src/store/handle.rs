@@ -181,6 +181,21 @@ impl Store {
         }
     }
 
+    /// Runs `f`, a read whose statements need not share one snapshot: on a
+    /// server each statement on its own, without BEGIN and COMMIT; on
+    /// SQLite as [`Store::read`]. Only for reads exact whatever commits
+    /// between their statements (the feed below its horizon,
+    /// docs/postgres.md, "Reads").
+    ///
+    /// # Errors
+    /// `f`'s; the store's.
+    pub fn read_each<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.read(f),
+            Store::Postgres(p) => p.read_each(f),
+        }
+    }
+
     /// Whether this backend applies writes as one statement
     /// ([`Store::write_one`], [`Store::create_one`]): a server does; SQLite
     /// does not, so a caller need not prepare one.

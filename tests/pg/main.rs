@@ -40,6 +40,7 @@ mod pg;
 mod failover;
 mod pg_move;
 mod pg_one_statement;
+mod pg_reads;
 mod pg_schema;
 mod pg_server;
 mod pg_tls;

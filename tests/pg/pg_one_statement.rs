@@ -18,7 +18,7 @@ use postgres::types::Type;
 use serde_json::Value;
 use std::path::Path;
 
-fn server_port() -> u16 {
+pub(crate) fn server_port() -> u16 {
     std::env::var("LOGBOOK_TEST_PG_PORT")
         .expect("LOGBOOK_TEST_PG_PORT (set by .ci/pg)")
         .parse()
@@ -26,7 +26,7 @@ fn server_port() -> u16 {
 }
 
 /// The env's URL through `proxy`, plain text, with `extra` query options.
-fn via(env: &TestEnv, proxy: &Proxy, extra: &str) -> String {
+pub(crate) fn via(env: &TestEnv, proxy: &Proxy, extra: &str) -> String {
     let url = env.db.to_str().unwrap();
     let from = format!("127.0.0.1:{}/", server_port());
     assert!(url.contains(&from));

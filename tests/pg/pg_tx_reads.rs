@@ -77,7 +77,7 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
         );
         assert_eq!(ids(&page), [S1, S2, S5]);
         type Case<'a> = (&'a str, &'a dyn Fn(&mut ListQuery));
-        let cases: [Case; 10] = [
+        let cases: [Case; 12] = [
             ("status", &|q| q.statuses = vec!["pending".into()]),
             ("statuses", &|q| {
                 q.statuses = vec!["active".into(), "pending".into()];
@@ -96,6 +96,16 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
             ("tag and status", &|q| {
                 q.tag = Some("alpha".into());
                 q.statuses = vec!["active".into()];
+            }),
+            ("tag since until", &|q| {
+                q.tag = Some("beta".into());
+                q.since_ms = Some(T0 + 10);
+                q.until_ms = Some(T0 + 50);
+            }),
+            ("tag and app, updated", &|q| {
+                q.order = Order::Updated;
+                q.tag = Some("alpha".into());
+                q.app = Some("billing".into());
             }),
             ("parent", &|q| q.parent = Some(S1.into())),
             ("since until", &|q| {

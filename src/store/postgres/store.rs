@@ -74,12 +74,13 @@ impl std::fmt::Debug for PgStore {
 }
 
 /// What [`PgStore::run`] runs: a write transaction, a read transaction,
-/// or one read statement on its own.
+/// one read statement on its own, or read statements each on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Write,
     Read,
     ReadSingle,
+    ReadEach,
 }
 
 /// Why one attempt of a transaction failed.
@@ -285,6 +286,17 @@ impl PgStore {
         self.run(Mode::ReadSingle, &mut f)
     }
 
+    /// Runs `f`, a read whose statements need not share a snapshot, each
+    /// statement on its own: no BEGIN and COMMIT (one round trip per
+    /// statement). For reads that are exact whatever commits between their
+    /// statements: the feed below its horizon (docs/postgres.md, "Reads").
+    ///
+    /// # Errors
+    /// STORE_UNAVAILABLE; `f`'s.
+    pub fn read_each<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        self.run(Mode::ReadEach, &mut f)
+    }
+
     fn run<T>(&self, mode: Mode, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         let start = Instant::now();
         let deadline = start + Duration::from_millis(self.busy_timeout_ms);
@@ -339,7 +351,7 @@ impl PgStore {
         };
         let Conn { client, cache, .. } = conn;
         let write = mode == Mode::Write;
-        let single = mode == Mode::ReadSingle;
+        let single = matches!(mode, Mode::ReadSingle | Mode::ReadEach);
         let begin = if write {
             // The row locks a write waits for get what is left of the busy
             // timeout (a number of ms logbook computed, not input).
@@ -373,7 +385,7 @@ impl PgStore {
         let failure = tx.failure();
         if single {
             let ran = tx.statements_run();
-            if ran > 1 && out.is_ok() {
+            if mode == Mode::ReadSingle && ran > 1 && out.is_ok() {
                 out = Err(Error::internal(format!(
                     "a single-statement read ran {ran} statements"
                 )));

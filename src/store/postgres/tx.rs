@@ -57,8 +57,11 @@ pub enum Failure {
     Aborted,
 }
 
-/// Named statements prepared on one connection, by SQL text (at most
-/// `capacity`; beyond, statements run unnamed). A statement is parsed and
+/// Named statements prepared on one connection, by SQL text: at most
+/// `capacity`; a new statement beyond that replaces the one used least
+/// recently (dropping it closes it on the server), so the statements in use
+/// stay prepared however many shapes a long-lived client has sent (each
+/// listing filter set and page size is one). A statement is parsed and
 /// planned once per connection instead of at every call, which measured
 /// about half of a checkpoint's server time (BENCHMARKS.md, "PostgreSQL").
 /// They are protocol-level statements of the session: a pooler in
@@ -66,8 +69,10 @@ pub enum Failure {
 /// ≥ 1.21 with `max_prepared_statements`), docs/postgres.md.
 #[derive(Debug, Default)]
 pub struct StatementCache {
-    statements: std::collections::HashMap<String, postgres::Statement>,
+    /// Each statement with the tick of its last use.
+    statements: std::collections::HashMap<String, (postgres::Statement, u64)>,
     capacity: usize,
+    tick: u64,
 }
 
 impl StatementCache {
@@ -76,7 +81,52 @@ impl StatementCache {
         StatementCache {
             statements: std::collections::HashMap::new(),
             capacity,
+            tick: 0,
         }
+    }
+
+    /// The statement prepared for `sql`, marked as just used.
+    fn get(&mut self, sql: &str) -> Option<postgres::Statement> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.statements.get_mut(sql).map(|(st, used)| {
+            *used = tick;
+            st.clone()
+        })
+    }
+
+    /// Makes room for one more statement: forgets the least recently used
+    /// when the cache is full. False when it holds none (capacity 0).
+    fn make_room(&mut self) -> bool {
+        if self.capacity == 0 {
+            return false;
+        }
+        if self.statements.len() >= self.capacity {
+            let oldest = self
+                .statements
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(sql, _)| sql.clone());
+            if let Some(sql) = oldest {
+                self.statements.remove(&sql);
+            }
+        }
+        true
+    }
+
+    fn insert(&mut self, sql: &str, st: postgres::Statement) {
+        self.tick += 1;
+        self.statements.insert(sql.to_owned(), (st, self.tick));
+    }
+
+    /// How many statements are prepared.
+    pub fn len(&self) -> usize {
+        self.statements.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.statements.is_empty()
     }
 }
 
@@ -88,6 +138,9 @@ pub struct PgTx<'c> {
     /// run left it (a guarded UPDATE's RETURNING, or the last event
     /// insert); any other statement forgets it.
     next_event: Option<(String, super::sql::events::NextEvent)>,
+    /// The feed's horizon as the statement just run read it (a feed scan's);
+    /// any other statement forgets it.
+    horizon: Option<crate::store::FeedPos>,
     /// The session whose row this transaction holds locked (a write's
     /// state read, guarded UPDATE or insert): only then is what a statement
     /// read of its events still true at the next one.
@@ -118,6 +171,7 @@ impl<'c> PgTx<'c> {
             client,
             cache: None,
             next_event: None,
+            horizon: None,
             locked: None,
             write,
             statements: 0,
@@ -196,22 +250,22 @@ impl<'c> PgTx<'c> {
     }
 
     /// The statement for `sql` from the cache, prepared now if it is not
-    /// there yet; `None` when statements run unnamed (no cache, or full).
+    /// there yet; `None` when statements run unnamed (`statement_cache_size=0`).
     fn prepared(
         &mut self,
         sql: &str,
         p: &[Param<'_>],
     ) -> Option<std::result::Result<postgres::Statement, postgres::Error>> {
         let cache = self.cache.as_mut()?;
-        if let Some(st) = cache.statements.get(sql) {
-            return Some(Ok(st.clone()));
+        if let Some(st) = cache.get(sql) {
+            return Some(Ok(st));
         }
-        if cache.statements.len() >= cache.capacity {
+        if !cache.make_room() {
             return None;
         }
         let types: Vec<Type> = p.iter().map(|(_, t)| t.clone()).collect();
         Some(self.client.prepare_typed(sql, &types).inspect(|st| {
-            cache.statements.insert(sql.to_owned(), st.clone());
+            cache.insert(sql, st.clone());
         }))
     }
 
@@ -248,6 +302,16 @@ impl<'c> PgTx<'c> {
         }
     }
 
+    /// Keeps the feed's horizon the statement just run read.
+    pub(crate) fn keep_horizon(&mut self, h: crate::store::FeedPos) {
+        self.horizon = Some(h);
+    }
+
+    /// The feed's horizon, if the statement just run read it; taken.
+    pub(crate) fn take_horizon(&mut self) -> Option<crate::store::FeedPos> {
+        self.horizon.take()
+    }
+
     /// How many statements this transaction has run.
     pub fn statements_run(&self) -> usize {
         self.statements
@@ -260,6 +324,7 @@ impl<'c> PgTx<'c> {
         p: &[Param<'_>],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
         self.next_event = None;
+        self.horizon = None;
         self.statements += 1;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {
@@ -279,6 +344,7 @@ impl<'c> PgTx<'c> {
         p: &[Param<'_>],
     ) -> std::result::Result<u64, postgres::Error> {
         self.next_event = None;
+        self.horizon = None;
         self.statements += 1;
         match self.prepared(sql, p) {
             Some(Ok(st)) => {

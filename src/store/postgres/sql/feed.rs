@@ -21,14 +21,18 @@ use crate::model::Event;
 use crate::store::{EndedAbove, FeedPos, FeedScan, FeedStart};
 use postgres::types::Type;
 
-/// Every event after a position and below the horizon, in feed order
-/// (index `events_by_tx`). $1 tx, $2 event id, $3 rows.
+/// The horizon, then every event after a position and below it, in feed
+/// order (index `events_by_tx`): one row of the horizon and NULLs when
+/// there is none, so a page and the horizon that bounds it come from one
+/// statement, one snapshot. $1 tx, $2 event id, $3 rows.
 pub const FEED_ALL: &str = concat!(
-    "SELECT e.tx_id::text::bigint, ",
+    "SELECT h.x::text::bigint, e.tx_id::text::bigint, ",
     event_columns!(),
-    " FROM events e WHERE (e.tx_id, e.event_id) > ($1::text::xid8, $2) \
-     AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) \
-     ORDER BY e.tx_id, e.event_id LIMIT $3"
+    " FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x) h \
+     LEFT JOIN LATERAL (SELECT * FROM events e \
+     WHERE (e.tx_id, e.event_id) > ($1::text::xid8, $2) AND e.tx_id < h.x \
+     ORDER BY e.tx_id, e.event_id LIMIT $3) e ON true \
+     ORDER BY e.tx_id, e.event_id"
 );
 
 /// One session's events after a position and below the horizon, by seq
@@ -87,11 +91,25 @@ pub fn scan_all(
                 (&int(want), Type::INT8),
             ],
         )?;
+        // The first row holds the horizon; a NULL tx_id means no event.
+        if let Some(first) = rows.first() {
+            tx.keep_horizon(FeedPos {
+                tx: col(first, 0)?,
+                event_id: 0,
+            });
+        }
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            if col::<Option<i64>>(&row, 1)?.is_some() {
+                events.push(row);
+            }
+        }
+        let rows = events;
         let n = rows.len();
         for row in &rows {
-            let e = map_event(row, 1)?;
+            let e = map_event(row, 2)?;
             last = FeedPos {
-                tx: col(row, 0)?,
+                tx: col(row, 1)?,
                 event_id: e.event_id,
             };
             scanned += 1;
@@ -158,8 +176,12 @@ pub fn scan_session(
     Ok(out)
 }
 
-/// The feed's horizon: `(pg_snapshot_xmin, 0)`.
+/// The feed's horizon: `(pg_snapshot_xmin, 0)`; the one the statement
+/// just run read, if it was a feed scan (no round trip).
 pub fn horizon(tx: &mut PgTx<'_>) -> Result<FeedPos> {
+    if let Some(h) = tx.take_horizon() {
+        return Ok(h);
+    }
     let row = tx.one(HORIZON, &[])?;
     Ok(FeedPos {
         tx: col(&row, 0)?,

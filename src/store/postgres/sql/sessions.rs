@@ -22,6 +22,9 @@ use postgres::Row;
 /// column, index [`ORDER_COLUMN`]).
 macro_rules! session_select {
     ($extra:literal) => {
+        session_select!($extra, "sessions s")
+    };
+    ($extra:literal, $from:literal) => {
         concat!(
             "SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
              s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, \
@@ -30,8 +33,9 @@ macro_rules! session_select {
              s.ended_at_ms, s.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, \
              d.metadata, c.at_ms, (c.data::json -> 'step')::text, c.detail, r.kinds, r.ids",
             $extra,
-            " FROM sessions s \
-             LEFT JOIN session_data d ON d.insert_seq = s.insert_seq \
+            " FROM ",
+            $from,
+            " LEFT JOIN session_data d ON d.insert_seq = s.insert_seq \
              LEFT JOIN events c ON c.session_id = s.session_id AND c.seq = s.checkpoint_seq \
              LEFT JOIN LATERAL (SELECT \
                array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
