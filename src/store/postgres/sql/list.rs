@@ -7,13 +7,13 @@
 //! comparison `(ts, insert_seq) < ($a, $b)`, SQLite's
 //! `ts <= a AND (ts < a OR seq < b)`.
 //!
-//! A tag filter yields the same rows as SQLite's, by the same walks: in
-//! created order the statement is driven from `session_tags` in its key
-//! order (its rows carry their session's creation time and key), so a
-//! rare tag costs no more than a common one; in updated order it walks
-//! `sessions_by_updated` and probes the tag per row with a scalar subquery,
-//! which the planner cannot turn into a join of every tagged session
-//! (an `EXISTS` there became a hash join of all of them, then a sort:
+//! A tag filter yields the same rows as SQLite's, by the same walks: a tag
+//! alone in created order is driven from `session_tags` in its key order
+//! (its rows carry their session's creation time and key), so a rare tag
+//! costs no more than a common one; otherwise the order's or the other
+//! filter's index is walked and the tag probed per row with a scalar
+//! subquery, which the planner cannot turn into a join of every tagged
+//! session (an `EXISTS` became a hash join of all of them, then a sort:
 //! ≈ 1 s at 1,000,000 sessions).
 //!
 //! The page size is in the text as an integer literal (`LIMIT 21`), not a
@@ -53,8 +53,12 @@ pub fn build(q: &ListQuery) -> Result<(String, Params)> {
         params.push((v, t));
         format!("${}", params.len())
     };
-    // In created order a tag drives the walk from `session_tags`.
-    let by_tag = q.order == Order::Created && q.tag.is_some();
+    // A tag alone, in created order, drives the walk from `session_tags`
+    // (as SQLite's does); with another filter, that filter's index is
+    // walked and the tag probed per row.
+    let other_filters =
+        !q.statuses.is_empty() || q.app.is_some() || q.agent_id.is_some() || q.parent.is_some();
+    let by_tag = q.order == Order::Created && q.tag.is_some() && !other_filters;
     let (ts, seq) = match q.order {
         Order::Created if by_tag => ("t.created_at_ms", "t.insert_seq"),
         Order::Created => ("s.created_at_ms", "s.insert_seq"),
