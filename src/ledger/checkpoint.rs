@@ -119,6 +119,23 @@ impl PreparedCheckpoint {
     /// # Errors
     /// INVALID_ARGUMENT (a kind would pass 256 linked ids on the session);
     /// the store's.
+    /// As a new session's first checkpoint written by the statement that
+    /// creates it ([`crate::store::Store::create_one`]); `None` when it
+    /// links references, which only the pipeline writes.
+    pub(super) fn as_first(&self) -> Option<crate::store::OneFirstCheckpoint<'_>> {
+        if self.has_refs {
+            return None;
+        }
+        Some(crate::store::OneFirstCheckpoint {
+            note: self.note.as_deref(),
+            data: &self.data,
+            snapshot: self.state.as_ref().map(|st| crate::store::OneSnapshot {
+                step: self.step.as_deref(),
+                state: &st.text,
+            }),
+        })
+    }
+
     pub(super) fn apply(&self, w: &mut Write<'_, '_>) -> Result<Session> {
         w.update(change())?;
         let seq = w.event(

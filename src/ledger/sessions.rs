@@ -218,9 +218,12 @@ impl Ledger {
             created_detail: "session created",
             idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
         };
+        // The first checkpoint as the statement writes it: without
+        // references (`None` inside: only the pipeline links them).
+        let first_one = first.as_ref().map(PreparedCheckpoint::as_first);
         if req.idempotency_key.is_none()
             && req.parent_session_id.is_none()
-            && first.is_none()
+            && !matches!(first_one, Some(None))
             && self.store.writes_one_statement()
         {
             // One statement on a server (docs/postgres.md, "One round trip
@@ -229,7 +232,7 @@ impl Ledger {
             let row = self.new_session_row(id.as_str(), now, &new);
             if let Some(s) = self
                 .store
-                .create_one(&row, new.created_detail)
+                .create_one(&row, new.created_detail, first_one.flatten().as_ref())
                 .map_err(|e| self.fill_path(e))?
             {
                 return Ok(Written::applied(s));

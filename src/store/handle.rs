@@ -221,10 +221,11 @@ impl Store {
         }
     }
 
-    /// Inserts a new session with no parent and no idempotency key, and its
-    /// `created` event, as one statement where the backend can (see
-    /// [`Store::write_one`]); `None` when it did not (SQLite; the id is
-    /// taken): the caller creates it the usual way.
+    /// Inserts a new session with no parent and no idempotency key, its
+    /// `created` event and, with `first`, its first checkpoint, as one
+    /// statement where the backend can (see [`Store::write_one`]); `None`
+    /// when it did not (SQLite; the id is taken): the caller creates it
+    /// the usual way.
     ///
     /// # Errors
     /// STORE_BUSY; STORE_UNAVAILABLE.
@@ -232,10 +233,11 @@ impl Store {
         &self,
         row: &super::SessionRow<'_>,
         created_detail: &str,
+        first: Option<&super::OneFirstCheckpoint<'_>>,
     ) -> Result<Option<crate::model::Session>> {
         match self {
             Store::Sqlite(_) => Ok(None),
-            Store::Postgres(p) => p.create_one(row, created_detail),
+            Store::Postgres(p) => p.create_one(row, created_detail, first),
         }
     }
 

@@ -158,6 +158,21 @@ pub struct OneSnapshot<'a> {
     pub state: &'a str,
 }
 
+/// A new session's first checkpoint, written by the statement that
+/// creates it ([`Store::create_one`]): the checkpoint event (seq 1) and
+/// its snapshot, without references. The session is left at rev 2 with
+/// `checkpoint_seq` 1, the rows a create followed by a checkpoint in one
+/// transaction leaves.
+#[derive(Debug, Clone, Copy)]
+pub struct OneFirstCheckpoint<'a> {
+    /// The event's detail (the checkpoint's note).
+    pub note: Option<&'a str>,
+    /// The event's data (compact JSON text: `{step, …, snapshot}`).
+    pub data: &'a str,
+    /// The snapshot, when the checkpoint has a state.
+    pub snapshot: Option<OneSnapshot<'a>>,
+}
+
 /// A new session row (create, fork and import): the `sessions` row, its
 /// `session_data` and its tags.
 #[derive(Debug, Clone, Copy)]

@@ -38,6 +38,7 @@ mod pg;
 
 // PostgreSQL only.
 mod failover;
+mod pg_create_first;
 mod pg_move;
 mod pg_one_statement;
 mod pg_reads;

@@ -1,6 +1,7 @@
 //! Writes as one statement (PostgreSQL only; docs/postgres.md, "One round
 //! trip per write"): a mutation of a session with its event and key
-//! ([`OneWrite`]), and a new session with its `created` event.
+//! ([`OneWrite`]), and a new session with its `created` event (and its
+//! first checkpoint).
 //!
 //! Each is a single statement of data-modifying CTEs, sent on its own (the
 //! server runs it as one implicit transaction), so the write is one round
@@ -27,7 +28,7 @@
 
 use super::{Param, Params};
 use crate::store::codec::key_sha256;
-use crate::store::{OneWrite, SessionRow};
+use crate::store::{OneFirstCheckpoint, OneWrite, SessionRow};
 use postgres::types::Type;
 
 /// The previous hash of a session's first event: 32 zero bytes
@@ -129,46 +130,107 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     (sql, p)
 }
 
+/// The part of [`CREATE`] and [`CREATE_FIRST`] that inserts the session
+/// (`$rev`, `$checkpoint_seq` as given), its data and its tags. Its
+/// creation time is the write's, but never below the newest session's (as
+/// the pipeline's create). A taken id inserts nothing.
+macro_rules! create_session_rows {
+    ($rev:literal, $checkpoint_seq:literal) => {
+        concat!(
+            "WITH s AS (INSERT INTO sessions (session_id, status, title, app, agent_id, route, \
+             stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, \
+             checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
+             duration_ms, created_at_ms, updated_at_ms, ended_at_ms) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, 0, ",
+            $rev,
+            ", ",
+            $checkpoint_seq,
+            ", NULL, NULL, 0, 0, 0, 0, \
+             t.at, t.at, NULL FROM (SELECT GREATEST($10::bigint, \
+             (SELECT max(created_at_ms) FROM sessions)) AS at) t \
+             WHERE (SELECT set_config('lock_timeout', $16, true)) IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) \
+             ON CONFLICT (session_id) DO NOTHING RETURNING *), \
+             d AS (INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
+             SELECT s.insert_seq, s.session_id, $11, $12, $13 FROM s RETURNING *), \
+             t AS (INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) \
+             SELECT u.tag, s.created_at_ms, s.insert_seq, s.session_id \
+             FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
+             h AS (SELECT s.session_id, s.created_at_ms AS at, logbook_event_hash(",
+            "decode(repeat('00', 32), 'hex')",
+            ", s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL) AS h0 FROM s), "
+        )
+    };
+}
+
+/// The `created` event's columns from `h` (seq 0, the genesis link).
+macro_rules! created_event {
+    () => {
+        concat!(
+            "SELECT h.session_id, 0::bigint AS seq, 'created' AS type, h.at, $9, $15, \
+             NULL::text AS data, NULL::text AS run_id, ",
+            "decode(repeat('00', 32), 'hex')",
+            ", h.h0 FROM h"
+        )
+    };
+}
+
+/// The session's columns (those of `sessions::session_select`, in its
+/// order) from `s` and `d`, up to its checkpoint's.
+macro_rules! created_session_select {
+    () => {
+        "SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
+         s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, s.rev, \
+         s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, s.output_tokens, \
+         s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, s.ended_at_ms, \
+         s.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, d.metadata, "
+    };
+}
+
 /// A new session with no parent and no key, its data, tags and `created`
-/// event. Its creation time is the row's, but never below the newest
-/// session's (as the pipeline's create). A taken id inserts nothing and
-/// returns no row. $1 id, $2 status, $3 title, $4 app, $5 agent, $6 route,
-/// $7 stage, $8 tags JSON, $9 actor type, $10 now, $11 goal, $12 context,
-/// $13 metadata, $14 tags, $15 the created event's detail, $16 the lock
-/// timeout (ms, as text).
+/// event; no row when the id is taken. $1 id, $2 status, $3 title, $4 app,
+/// $5 agent, $6 route, $7 stage, $8 tags JSON, $9 actor type, $10 now,
+/// $11 goal, $12 context, $13 metadata, $14 tags, $15 the created event's
+/// detail, $16 the lock timeout (ms, as text).
 pub const CREATE: &str = concat!(
-    "WITH s AS (INSERT INTO sessions (session_id, status, title, app, agent_id, route, stage, \
-     parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, checkpoint_seq, \
-     final_result, end_reason, input_tokens, output_tokens, api_calls, duration_ms, \
-     created_at_ms, updated_at_ms, ended_at_ms) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, 0, 1, NULL, NULL, NULL, 0, 0, 0, 0, \
-     t.at, t.at, NULL FROM (SELECT GREATEST($10::bigint, (SELECT max(created_at_ms) FROM sessions)) \
-     AS at) t \
-     WHERE (SELECT set_config('lock_timeout', $16, true)) IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) \
-     ON CONFLICT (session_id) DO NOTHING RETURNING *), \
-     d AS (INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
-     SELECT s.insert_seq, s.session_id, $11, $12, $13 FROM s RETURNING *), \
-     t AS (INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) \
-     SELECT u.tag, s.created_at_ms, s.insert_seq, s.session_id \
-     FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
-     ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, run_id, \
-     prev_hash, hash) SELECT s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL, ",
-    "decode(repeat('00', 32), 'hex')",
-    ", logbook_event_hash(",
-    "decode(repeat('00', 32), 'hex')",
-    ", s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL) FROM s \
-     RETURNING event_id) \
-     SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
-     s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, s.rev, \
-     s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, s.output_tokens, \
-     s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, s.ended_at_ms, s.insert_seq, \
-     d.insert_seq IS NOT NULL, d.goal, d.context, d.metadata, NULL::bigint, NULL::text, \
-     NULL::text, NULL::text[], NULL::text[] FROM s JOIN d ON d.insert_seq = s.insert_seq \
-     JOIN ev ON true"
+    create_session_rows!("1", "NULL"),
+    "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+     run_id, prev_hash, hash) ",
+    created_event!(),
+    " RETURNING event_id) ",
+    created_session_select!(),
+    "NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[] \
+     FROM s JOIN d ON d.insert_seq = s.insert_seq JOIN ev ON true"
 );
 
-/// The owned parameters of [`CREATE`].
+/// [`CREATE`] with the session's first checkpoint (an active session, no
+/// references): the session at rev 2 with `checkpoint_seq` 1, the
+/// `created` event and the `checkpoint` event (seq 1, at the creation
+/// time, linked to the first's hash) inserted in seq order by one INSERT
+/// (its trigger sees the first row when it checks the second), and the
+/// snapshot when there is a state (its trigger sees the checkpoint event,
+/// read first). $1–$16 as [`CREATE`]; $17 the checkpoint's note, $18 its
+/// data, $19 the snapshot's step, $20 its state (NULL: no snapshot), $21
+/// the state's size in bytes.
+pub const CREATE_FIRST: &str = concat!(
+    create_session_rows!("2", "1"),
+    "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+     run_id, prev_hash, hash) SELECT * FROM (",
+    created_event!(),
+    " UNION ALL SELECT h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL, h.h0, \
+     logbook_event_hash(h.h0, h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL) FROM h) e \
+     ORDER BY e.seq RETURNING event_id, seq), \
+     sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms) \
+     SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms FROM s, ev \
+     WHERE ev.seq = 1 AND $20::text IS NOT NULL) ",
+    created_session_select!(),
+    "s.created_at_ms, ($18::json -> 'step')::text, $17::text, NULL::text[], NULL::text[] \
+     FROM s JOIN d ON d.insert_seq = s.insert_seq \
+     JOIN (SELECT count(*) AS n FROM ev) e ON e.n = 2"
+);
+
+/// The owned parameters of [`CREATE`], or of [`CREATE_FIRST`] with a
+/// first checkpoint.
 pub struct CreateParams {
     id: String,
     status: String,
@@ -186,11 +248,27 @@ pub struct CreateParams {
     tags: Vec<String>,
     detail: String,
     timeout: String,
+    first: Option<FirstParams>,
+}
+
+/// [`CREATE_FIRST`]'s $17–$21.
+struct FirstParams {
+    note: Option<String>,
+    data: String,
+    step: Option<String>,
+    state: Option<String>,
+    size: Option<i64>,
 }
 
 impl CreateParams {
-    /// The parameters for `r` (its `created_at_ms` is the write's time).
-    pub fn new(r: &SessionRow<'_>, detail: &str, lock_timeout_ms: i64) -> Self {
+    /// The parameters for `r` (its `created_at_ms` is the write's time)
+    /// and its first checkpoint, if any.
+    pub fn new(
+        r: &SessionRow<'_>,
+        detail: &str,
+        lock_timeout_ms: i64,
+        first: Option<&OneFirstCheckpoint<'_>>,
+    ) -> Self {
         CreateParams {
             id: r.session_id.to_owned(),
             status: r.status.as_str().to_owned(),
@@ -209,12 +287,31 @@ impl CreateParams {
             tags: r.tags.to_vec(),
             detail: detail.to_owned(),
             timeout: lock_timeout_ms.to_string(),
+            first: first.map(|f| FirstParams {
+                note: f.note.map(str::to_owned),
+                data: f.data.to_owned(),
+                step: f.snapshot.and_then(|sn| sn.step.map(str::to_owned)),
+                state: f.snapshot.map(|sn| sn.state.to_owned()),
+                size: f
+                    .snapshot
+                    .map(|sn| i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
+            }),
         }
     }
 
-    /// As the driver takes them.
-    pub fn params(&self) -> [Param<'_>; 16] {
-        [
+    /// The statement: [`CREATE_FIRST`] with a first checkpoint, else
+    /// [`CREATE`].
+    pub fn sql(&self) -> &'static str {
+        if self.first.is_some() {
+            CREATE_FIRST
+        } else {
+            CREATE
+        }
+    }
+
+    /// As the driver takes them, for [`CreateParams::sql`].
+    pub fn params(&self) -> Vec<Param<'_>> {
+        let mut p: Vec<Param<'_>> = vec![
             (&self.id, Type::TEXT),
             (&self.status, Type::TEXT),
             (&self.title, Type::TEXT),
@@ -231,6 +328,16 @@ impl CreateParams {
             (&self.tags, Type::TEXT_ARRAY),
             (&self.detail, Type::TEXT),
             (&self.timeout, Type::TEXT),
-        ]
+        ];
+        if let Some(f) = &self.first {
+            p.extend([
+                (&f.note as &(dyn postgres::types::ToSql + Sync), Type::TEXT),
+                (&f.data, Type::TEXT),
+                (&f.step, Type::TEXT),
+                (&f.state, Type::TEXT),
+                (&f.size, Type::INT8),
+            ]);
+        }
+        p
     }
 }

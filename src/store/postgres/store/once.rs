@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::Session;
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
-use crate::store::{OneOutcome, SessionRow};
+use crate::store::{OneFirstCheckpoint, OneOutcome, SessionRow};
 use std::time::{Duration, Instant};
 
 /// What one statement sent on its own came to ([`PgStore::once`]).
@@ -61,8 +61,9 @@ impl PgStore {
         )
     }
 
-    /// Inserts a new session with no parent and no key, and its `created`
-    /// event, as one statement ([`crate::store::postgres::sql::once::CREATE`]): the session,
+    /// Inserts a new session with no parent and no key, its `created`
+    /// event and, with `first`, its first checkpoint, as one statement
+    /// ([`crate::store::postgres::sql::once::CREATE`], `CREATE_FIRST`): the session,
     /// or `None` when it applied nothing (the id is taken, or the server
     /// refused: the caller creates it the usual way). A reply lost on the
     /// way back is resolved by the session's id: the statement runs again
@@ -74,7 +75,12 @@ impl PgStore {
     /// STORE_BUSY; STORE_UNAVAILABLE with an unknown outcome
     /// ([`Error::CommitUnknown`]) when the server cannot be reached again
     /// within the busy timeout to tell.
-    pub fn create_one(&self, row: &SessionRow<'_>, detail: &str) -> Result<Option<Session>> {
+    pub fn create_one(
+        &self,
+        row: &SessionRow<'_>,
+        detail: &str,
+        first: Option<&OneFirstCheckpoint<'_>>,
+    ) -> Result<Option<Session>> {
         if self.read_only {
             return Ok(None);
         }
@@ -83,10 +89,11 @@ impl PgStore {
             row,
             detail,
             self.lock_timeout_ms(),
+            first,
         );
         let mut lost = false;
         loop {
-            match self.once(crate::store::postgres::sql::once::CREATE, &params.params())? {
+            match self.once(params.sql(), &params.params())? {
                 Once::Rows(rows) if !rows.is_empty() || !lost => return first_session(&rows),
                 // The id is there: the lost attempt inserted it.
                 Once::Rows(_) => {
