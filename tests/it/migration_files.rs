@@ -9,7 +9,7 @@ use logbook::store::sqlite::migrate::{embedded, LATEST_VERSION};
 /// move to `migrations/sqlite/` recorded them in `refinery_schema_history`.
 /// A changed byte, name or version of any file changes its checksum, and
 /// every existing database would then be refused as divergent.
-const SQLITE_CHECKSUMS: [(i32, &str, u64); 9] = [
+const SQLITE_CHECKSUMS: [(i32, &str, u64); 10] = [
     (1, "core_ledger", 18_189_890_400_841_197_429),
     (2, "event_hash_chain", 9_781_989_799_670_822_668),
     (3, "runs_and_budgets", 8_709_129_878_422_253_659),
@@ -19,6 +19,7 @@ const SQLITE_CHECKSUMS: [(i32, &str, u64); 9] = [
     (7, "retention", 1_375_550_021_766_245_563),
     (8, "retention_hardened", 15_910_152_492_154_598_931),
     (9, "one_statement_writes", 3_723_166_860_194_244_637),
+    (10, "event_hash_inline", 16_170_935_213_383_131_782),
 ];
 
 fn folder(name: &str) -> std::path::PathBuf {
@@ -27,7 +28,7 @@ fn folder(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-/// The entries of a migration folder, sorted; panics on a subfolder
+/// The entries of a migration folder, in version order; panics on a subfolder
 /// (refinery walks folders recursively, so a backend's folder nested in
 /// the other's would mix their files).
 fn files(name: &str) -> Vec<String> {
@@ -42,8 +43,17 @@ fn files(name: &str) -> Vec<String> {
             e.file_name().into_string().unwrap()
         })
         .collect();
-    out.sort();
+    out.sort_by_key(|f| version_of(f));
     out
+}
+
+/// A migration file's version (`V10__x.sql` → 10), so that files sort as
+/// refinery orders them (V10 after V9), not by name; 0 for another name.
+fn version_of(file: &str) -> u32 {
+    file.strip_prefix('V')
+        .and_then(|rest| rest.split("__").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 #[test]

@@ -126,6 +126,42 @@ fn pg_the_server_hashes_an_event_as_the_library_does() {
         )
         .unwrap();
     assert!(null_vs_empty.get::<_, bool>(0));
+    // The function names only pg_catalog's functions and operators, so a
+    // search_path that puts other `sha256` and `||` first changes nothing
+    // (and it carries no pinned search_path, whose switch on every call
+    // cost ten times the hash: docs/schema.md).
+    c.batch_execute(
+        "CREATE SCHEMA shadow; \
+         CREATE FUNCTION shadow.sha256(bytea) RETURNS bytea LANGUAGE sql AS 'SELECT $1'; \
+         CREATE FUNCTION shadow.cat(bytea, bytea) RETURNS bytea LANGUAGE sql AS 'SELECT $1'; \
+         CREATE OPERATOR shadow.|| (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = shadow.cat); \
+         SET search_path = shadow, pg_catalog, public",
+    )
+    .unwrap();
+    let fields = EventFields {
+        session_id: b"ses_00ff00ff00ff00ff",
+        seq: 7,
+        event_type: b"checkpoint",
+        at_ms: 1_782_040_000_000,
+        actor_type: b"cli",
+        detail: Some("ç".as_bytes()),
+        data: Some(br#"{"step":"s"}"#),
+        run_id: None,
+    };
+    let got: Vec<u8> = c
+        .query_one(
+            "SELECT public.logbook_event_hash(decode(repeat('00', 32), 'hex'), \
+             'ses_00ff00ff00ff00ff', 7, 'checkpoint', 1782040000000, 'cli', 'ç', \
+             '{\"step\":\"s\"}', NULL), \
+             (SELECT proconfig IS NULL FROM pg_proc WHERE proname = 'logbook_event_hash')",
+            &[],
+        )
+        .map(|r| {
+            assert!(r.get::<_, bool>(1), "a pinned search_path");
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(hex::encode(got), hex::encode(event_hash(&GENESIS, &fields)));
     let _ = Type::BYTEA;
 }
 

@@ -16,7 +16,7 @@
 //! the pipeline's.
 //!
 //! The event's seq and previous hash are read in the UPDATE's RETURNING,
-//! and its hash computed by the server (`logbook_event_hash`, schema V9,
+//! and its hash computed by the server (`logbook_event_hash`, schema V9 and V10,
 //! the encoding of docs/schema.md, "Hash chain"). If another writer
 //! committed an event of the session after this statement's snapshot, the
 //! seq is stale and the insert trigger refuses it: the statement fails,
