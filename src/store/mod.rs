@@ -1,7 +1,8 @@
 //! The storage layer: the only code that knows SQL or names a driver.
 //!
 //! [`Tx`] is the store interface: the typed operations the ledger runs
-//! inside one transaction — rows in ([`rows`]), model values out — each
+//! inside one transaction — rows in ([`rows`], [`writes`], [`purge_rows`]),
+//! model values out — each
 //! owning its SQL and its parameters. The ledger decides (validation,
 //! redaction, the state machine, the hash chain, the diagnosis of a refused
 //! write); the store executes. [`Store`] ([`handle`]) is one open database
@@ -30,8 +31,15 @@
 pub mod codec;
 pub mod handle;
 pub mod postgres;
+pub mod purge_rows;
 pub mod rows;
 pub mod sqlite;
+pub mod writes;
+
+pub use writes::{
+    BudgetLimits, OneFirstCheckpoint, OneOutcome, OneSnapshot, OneWrite, RunChange, SessionChange,
+    SessionGuard, SessionRow,
+};
 
 pub use handle::{OpenOptions, Store};
 pub use sqlite::open::{open, StoreConfig, SyncMode};
@@ -58,224 +66,12 @@ pub use sqlite::store::SqliteStore;
 pub const LATEST_VERSION: i64 = 10;
 
 use crate::error::{LatestEvent, Result};
-use crate::model::{Event, Run, Session, SessionStatus, Usage};
+use crate::model::{Event, Run, Session, Usage};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, SessionRows,
     SessionState, SnapshotRow, StoredEvent, StoredRef, Tombstone, WorkflowRows,
 };
-
-/// Which sessions a guarded UPDATE may change: those whose status is one of
-/// `from` and, with `rev`, whose rev is that (docs/design.md, "Storage": the conditional
-/// UPDATE of every mutation).
-#[derive(Debug, Clone, Copy)]
-pub struct SessionGuard<'a> {
-    /// The statuses the verb may start from.
-    pub from: &'a [SessionStatus],
-    /// Only at this rev (`--if-rev`, or the rev read under the write lock).
-    pub rev: Option<i64>,
-}
-
-/// What a guarded UPDATE of a session sets besides `rev = rev + 1` and
-/// `updated_at_ms = max(updated_at_ms, now_ms)`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SessionChange<'a> {
-    /// The write's time, ms since the epoch.
-    pub now_ms: i64,
-    /// The new status; a terminal one also sets `ended_at_ms` (never below
-    /// `updated_at_ms`).
-    pub status: Option<SessionStatus>,
-    /// `final_result` (completion).
-    pub final_result: Option<&'a str>,
-    /// `end_reason` (fail, cancel, a rejected gate, a budget policy).
-    pub end_reason: Option<&'a str>,
-    /// `stage`: `Some(None)` clears it.
-    pub stage: Option<Option<&'a str>>,
-    /// `checkpoint_seq` becomes the seq of the event this mutation appends
-    /// next.
-    pub checkpoint_at_next_seq: bool,
-    /// The usage sums (not deltas).
-    pub usage: Option<Usage>,
-}
-
-/// A mutation of one session that is one guarded UPDATE and its one event,
-/// and nothing else: what a backend may apply as a single statement
-/// (docs/postgres.md, "One round trip per write"). The statement applies it
-/// only where the whole write pipeline would apply exactly this: the guard
-/// matches, no lease row exists, the key is not recorded yet, and (as
-/// asked) no run is open and no gate is pending. Anything else applies
-/// nothing, and the caller runs the pipeline, which diagnoses.
-#[derive(Debug, Clone, Copy)]
-pub struct OneWrite<'a> {
-    /// The session.
-    pub session_id: &'a str,
-    /// The verb's statuses and `--if-rev`.
-    pub guard: SessionGuard<'a>,
-    /// What the UPDATE sets (its `now_ms` is the write's time).
-    pub change: SessionChange<'a>,
-    /// The event's type.
-    pub event_type: &'a str,
-    /// The event's detail.
-    pub detail: Option<&'a str>,
-    /// The event's data (compact JSON text).
-    pub data: Option<&'a str>,
-    /// Who writes (`events.actor_type`).
-    pub actor_type: crate::model::ActorType,
-    /// (idempotency key, request digest): required, since only the key
-    /// tells whether a statement whose reply was lost was applied.
-    pub idempotency: (&'a str, &'a str),
-    /// Apply only while no run of the session is pending or running (a
-    /// terminal status would end them).
-    pub no_open_runs: bool,
-    /// Apply only while no gate of the session is pending (`resume`).
-    pub no_pending_gate: bool,
-    /// A snapshot stored with the event (a checkpoint's `state`), with the
-    /// session's stage and the event's time, as the pipeline stores it.
-    pub snapshot: Option<OneSnapshot<'a>>,
-}
-
-/// What a one-statement write came to ([`Store::write_one`]).
-#[derive(Debug)]
-pub enum OneOutcome {
-    /// Applied: the session as it now stands.
-    Applied(Box<crate::model::Session>),
-    /// Nothing was applied this way (SQLite; or the statement matched no
-    /// row, or the server refused it): the caller runs the pipeline.
-    NotApplied,
-    /// The connection ended before the reply: the statement may have been
-    /// applied. The caller runs the pipeline, which finds the write's key
-    /// (a replay) or applies it; if the pipeline cannot reach the server
-    /// either, the outcome stays unknown ([`crate::Error::CommitUnknown`]).
-    Unknown,
-}
-
-/// The snapshot of a one-statement checkpoint ([`OneWrite::snapshot`]).
-#[derive(Debug, Clone, Copy)]
-pub struct OneSnapshot<'a> {
-    /// The checkpoint's step.
-    pub step: Option<&'a str>,
-    /// The state: compact, redacted JSON object text.
-    pub state: &'a str,
-}
-
-/// A new session's first checkpoint, written by the statement that
-/// creates it ([`Store::create_one`]): the checkpoint event (seq 1) and
-/// its snapshot, without references. The session is left at rev 2 with
-/// `checkpoint_seq` 1, the rows a create followed by a checkpoint in one
-/// transaction leaves.
-#[derive(Debug, Clone, Copy)]
-pub struct OneFirstCheckpoint<'a> {
-    /// The event's detail (the checkpoint's note).
-    pub note: Option<&'a str>,
-    /// The event's data (compact JSON text: `{step, …, snapshot}`).
-    pub data: &'a str,
-    /// The snapshot, when the checkpoint has a state.
-    pub snapshot: Option<OneSnapshot<'a>>,
-}
-
-/// A new session row (create, fork and import): the `sessions` row, its
-/// `session_data` and its tags.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionRow<'a> {
-    /// `ses_` + 16 hex.
-    pub session_id: &'a str,
-    /// Status.
-    pub status: SessionStatus,
-    /// Title.
-    pub title: &'a str,
-    /// Goal.
-    pub goal: Option<&'a str>,
-    /// App.
-    pub app: Option<&'a str>,
-    /// Agent id.
-    pub agent_id: Option<&'a str>,
-    /// Route.
-    pub route: Option<&'a str>,
-    /// Stage.
-    pub stage: Option<&'a str>,
-    /// Parent session.
-    pub parent_session_id: Option<&'a str>,
-    /// Tags, de-duplicated, in order.
-    pub tags: &'a [String],
-    /// Compact JSON object text.
-    pub context: &'a str,
-    /// Compact JSON object text.
-    pub metadata: &'a str,
-    /// Actor type.
-    pub actor_type: crate::model::ActorType,
-    /// Actor id.
-    pub actor_id: Option<&'a str>,
-    /// Revision (1 for a new session).
-    pub rev: i64,
-    /// Seq of the latest checkpoint event.
-    pub checkpoint_seq: Option<i64>,
-    /// Completion result.
-    pub final_result: Option<&'a str>,
-    /// Fail / cancel reason.
-    pub end_reason: Option<&'a str>,
-    /// Usage sums.
-    pub usage: Usage,
-    /// ms since the epoch.
-    pub created_at_ms: i64,
-    /// ms since the epoch.
-    pub updated_at_ms: i64,
-    /// ms since the epoch, terminal sessions only.
-    pub ended_at_ms: Option<i64>,
-}
-
-/// A run UPDATE (the run verbs and a session's end); each is guarded by
-/// the run statuses its verb starts from.
-#[derive(Debug, Clone, Copy)]
-pub enum RunChange<'a> {
-    /// pending → running.
-    Start,
-    /// Usage added: the amounts to add to the run's sums.
-    Usage {
-        /// Input tokens.
-        input_tokens: i64,
-        /// Output tokens.
-        output_tokens: i64,
-        /// API calls.
-        api_calls: i64,
-    },
-    /// One more turn.
-    Turn,
-    /// → completed, with the output object text.
-    Complete(Option<&'a str>),
-    /// → failed, with the error.
-    Fail {
-        /// Error code.
-        code: &'a str,
-        /// Error message.
-        message: &'a str,
-    },
-    /// → cancelled.
-    Cancel,
-    /// → timeout.
-    Timeout,
-    /// → cancelled because its session ended (`SESSION_ENDED`).
-    SessionEnded {
-        /// The error code, `SESSION_ENDED`.
-        code: &'a str,
-        /// The error message.
-        message: &'a str,
-    },
-}
-
-/// A budget's limits and policy as `session budget` sets them.
-#[derive(Debug, Clone, Copy)]
-pub struct BudgetLimits {
-    /// Token limit.
-    pub max_tokens: Option<i64>,
-    /// API-call limit.
-    pub max_api_calls: Option<i64>,
-    /// Duration limit, ms.
-    pub max_duration_ms: Option<i64>,
-    /// `pause`, `fail` or `warn`.
-    pub on_exceed: crate::model::OnExceed,
-    /// When a limit was crossed, or `None` (re-armed).
-    pub exceeded_at_ms: Option<i64>,
-}
 
 /// A position in the global feed (docs/design.md, "Feed"): a follower at `p` has seen
 /// every event at or before it, in the feed's order `(tx, event_id)`.

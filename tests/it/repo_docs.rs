@@ -162,8 +162,10 @@ fn the_store_is_laid_out_by_backend() {
             "handle.rs",
             "mod.rs",
             "postgres",
+            "purge_rows.rs",
             "rows.rs",
-            "sqlite"
+            "sqlite",
+            "writes.rs"
         ],
         "src/store holds the interface and the two backend folders only"
     );
