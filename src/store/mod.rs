@@ -11,17 +11,17 @@
 //! Laid out by backend, the two mirroring each other file for file where
 //! they do the same job:
 //!
-//! | job                                   | SQLite ([`sqlite`])  | PostgreSQL ([`postgres`]) |
-//! |---------------------------------------|----------------------|---------------------------|
-//! | the open database, its transactions   | `store.rs`           | `store.rs`                |
-//! | `impl Tx` over one transaction        | `tx.rs`              | `tx.rs`, `tx/interface.rs`|
-//! | the SQL, one module per table group   | `sql/`               | `sql/`                    |
-//! | schema migrations                     | `migrate.rs`         | `migrate.rs`              |
-//! | `logbook sql`                         | `query.rs`           | `query.rs`                |
-//! | `doctor`'s backend checks             | `admin.rs` (+backup) | `doctor.rs`               |
-//! | reading the driver's values           | `codec.rs`           | `sql/mod.rs` (`col`)      |
-//! | where the database is                 | `open.rs`, `files.rs`| `location.rs`, `tls.rs`   |
-//! | errors classified                     | `crate::error`       | `errors.rs`               |
+//! | job                                 | SQLite ([`sqlite`])        | PostgreSQL ([`postgres`])  |
+//! |-------------------------------------|----------------------------|----------------------------|
+//! | the open database, its transactions | `store.rs`                 | `store.rs`                 |
+//! | `impl Tx` over one transaction      | `tx.rs`, `tx/interface.rs` | `tx.rs`, `tx/interface.rs` |
+//! | the SQL, one module per table group | `sql/`                     | `sql/`                     |
+//! | schema migrations                   | `migrate.rs`               | `migrate.rs`               |
+//! | `logbook sql`                       | `query.rs`                 | `query.rs`                 |
+//! | `doctor`'s backend checks           | `admin.rs` (+backup)       | `doctor.rs`                |
+//! | reading the driver's values         | `codec.rs`                 | `sql/mod.rs` (`col`)       |
+//! | where the database is               | `open.rs`, `files.rs`      | `location.rs`, `tls.rs`    |
+//! | errors classified                   | `crate::error`             | `errors.rs`                |
 //!
 //! SQLite alone has a writer queue (`writelock.rs`), busy waits (`busy.rs`),
 //! WAL checkpoints (`checkpointer.rs`) and a transaction helper (`txn.rs`).
