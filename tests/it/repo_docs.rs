@@ -173,6 +173,7 @@ fn the_store_is_laid_out_by_backend() {
         "mod.rs",
         "store.rs",
         "tx.rs",
+        "tx/interface.rs",
         "migrate.rs",
         "query.rs",
         "sql/mod.rs",
