@@ -178,3 +178,60 @@ fn pg_a_lost_reply_to_a_create_with_its_first_checkpoint_creates_it_once() {
         serde_json::json!({"bytes": "00ff", "n": [1, 2.5, null]})
     );
 }
+
+/// The server-side hash is called with its exact argument types, so an
+/// overload in a schema later in the search_path (here one whose `seq` is
+/// an `integer`, a closer match for an untyped `0`) cannot take the call:
+/// plain creates, creates with a first checkpoint, keyed checkpoints and
+/// events written under that search_path all verify.
+#[test]
+fn pg_an_overload_later_in_the_search_path_cannot_take_the_hash() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let mut c = env.pg_client();
+    let db: String = c
+        .query_one("SELECT quote_ident(current_database())", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "CREATE SCHEMA other; \
+         CREATE FUNCTION other.logbook_event_hash(prev bytea, session_id text, seq integer, \
+           type text, at_ms bigint, actor_type text, detail text, data text, run_id text) \
+           RETURNS bytea LANGUAGE sql AS $$ SELECT decode(repeat('ab', 32), 'hex') $$; \
+         CREATE FUNCTION other.logbook_event_hash(prev bytea, session_id text, seq bigint, \
+           type text, at_ms bigint, actor_type text, detail text, data text, run_id integer) \
+           RETURNS bytea LANGUAGE sql AS $$ SELECT decode(repeat('cd', 32), 'hex') $$; \
+         ALTER DATABASE {db} SET search_path = \"$user\", public, other"
+    ))
+    .unwrap();
+    let lg = open_ledger(&env.db);
+    let plain = lg
+        .create_session(CreateSession::titled("plain"))
+        .unwrap()
+        .session_id
+        .to_string();
+    let first = lg
+        .create_session(create_first(true, false, None))
+        .unwrap()
+        .session_id
+        .to_string();
+    let key = |k: &str| logbook::Mutation {
+        idempotency_key: Some(k.to_owned()),
+        ..logbook::Mutation::default()
+    };
+    lg.checkpoint(&first, cp("second", None), &key("k1"))
+        .unwrap();
+    lg.append_event(
+        &plain,
+        logbook::ledger::AppendEvent {
+            event_type: "x.tool".into(),
+            detail: None,
+            data: None,
+        },
+        &key("e1"),
+    )
+    .unwrap();
+    assert_eq!(event_types(&env, &first), ["created", "checkpoint", "checkpoint"]);
+    let report = lg.verify(&[plain, first]).unwrap();
+    assert_eq!(report.events, 5);
+}

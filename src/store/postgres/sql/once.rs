@@ -17,7 +17,10 @@
 //!
 //! The event's seq and previous hash are read in the UPDATE's RETURNING,
 //! and its hash computed by the server (`logbook_event_hash`, schema V9 and V10,
-//! the encoding of docs/schema.md, "Hash chain"). If another writer
+//! the encoding of docs/schema.md, "Hash chain"). Every argument of its call
+//! has the function's exact type (`0::bigint`, `NULL::text`, typed
+//! parameters), so an overload in a schema later in the search_path cannot
+//! match better and take the call. If another writer
 //! committed an event of the session after this statement's snapshot, the
 //! seq is stale and the insert trigger refuses it: the statement fails,
 //! applies nothing, and the pipeline runs.
@@ -103,7 +106,7 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
            run_id, prev_hash, hash) \
            SELECT p.session_id, p.next_seq, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
            NULL, p.link, logbook_event_hash(p.link, p.session_id, p.next_seq, {ty}, \
-           p.updated_at_ms, {actor}, {detail}, {data}, NULL) FROM p \
+           p.updated_at_ms, {actor}, {detail}, {data}, NULL::text) FROM p \
            RETURNING event_id, seq, at_ms, detail, data), \
          k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, request_digest, rev) \
            SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) "
@@ -158,7 +161,8 @@ macro_rules! create_session_rows {
              FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
              h AS (SELECT s.session_id, s.created_at_ms AS at, logbook_event_hash(",
             "decode(repeat('00', 32), 'hex')",
-            ", s.session_id, 0, 'created', s.created_at_ms, $9, $15, NULL, NULL) AS h0 FROM s), "
+            ", s.session_id, 0::bigint, 'created'::text, s.created_at_ms, $9, $15, NULL::text, \
+             NULL::text) AS h0 FROM s), "
         )
     };
 }
@@ -218,7 +222,8 @@ pub const CREATE_FIRST: &str = concat!(
      run_id, prev_hash, hash) SELECT * FROM (",
     created_event!(),
     " UNION ALL SELECT h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL, h.h0, \
-     logbook_event_hash(h.h0, h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL) FROM h) e \
+     logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $17, $18, \
+     NULL::text) FROM h) e \
      ORDER BY e.seq RETURNING event_id, seq), \
      sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms) \
      SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms FROM s, ev \
