@@ -231,7 +231,10 @@ fn pg_an_overload_later_in_the_search_path_cannot_take_the_hash() {
         &key("e1"),
     )
     .unwrap();
-    assert_eq!(event_types(&env, &first), ["created", "checkpoint", "checkpoint"]);
+    assert_eq!(
+        event_types(&env, &first),
+        ["created", "checkpoint", "checkpoint"]
+    );
     let report = lg.verify(&[plain, first]).unwrap();
     assert_eq!(report.events, 5);
 }
