@@ -14,7 +14,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::redact::{redact, redact_opt};
-use crate::store::{OneSnapshot, SessionChange, Tx};
+use crate::store::{OneCheckpoint, OneSnapshot, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -112,6 +112,25 @@ impl PreparedCheckpoint {
         })
     }
 
+    /// The checkpoint as a one-statement write stores it (its event's
+    /// detail and data, its snapshot): for `checkpoint` and for a create's
+    /// first checkpoint ([`crate::store::Store::write_one`],
+    /// [`crate::store::Store::create_one`]); `None` when it links
+    /// references, which only the transaction writes.
+    pub(super) fn as_one(&self) -> Option<OneCheckpoint<'_>> {
+        if self.has_refs {
+            return None;
+        }
+        Some(OneCheckpoint {
+            note: self.note.as_deref(),
+            data: &self.data,
+            snapshot: self.state.as_ref().map(|st| OneSnapshot {
+                step: self.step.as_deref(),
+                state: &st.text,
+            }),
+        })
+    }
+
     /// Records it through the write kernel: the session's change, the
     /// `checkpoint` event, its references and its snapshot. Returns the
     /// session as it now stands.
@@ -119,23 +138,6 @@ impl PreparedCheckpoint {
     /// # Errors
     /// INVALID_ARGUMENT (a kind would pass 256 linked ids on the session);
     /// the store's.
-    /// As a new session's first checkpoint written by the statement that
-    /// creates it ([`crate::store::Store::create_one`]); `None` when it
-    /// links references, which only the pipeline writes.
-    pub(super) fn as_first(&self) -> Option<crate::store::OneFirstCheckpoint<'_>> {
-        if self.has_refs {
-            return None;
-        }
-        Some(crate::store::OneFirstCheckpoint {
-            note: self.note.as_deref(),
-            data: &self.data,
-            snapshot: self.state.as_ref().map(|st| crate::store::OneSnapshot {
-                step: self.step.as_deref(),
-                state: &st.text,
-            }),
-        })
-    }
-
     pub(super) fn apply(&self, w: &mut Write<'_, '_>) -> Result<Session> {
         w.update(change())?;
         let seq = w.event(
@@ -203,21 +205,17 @@ impl Ledger {
                 super::write::read_back(tx, id)
             })
         };
-        if cp.has_refs {
-            // References are linked by the transaction alone.
+        let Some(c) = cp.as_one() else {
             return pipeline();
-        }
+        };
         let one = OneEvent {
             change: change(),
             event_type: EventType::Checkpoint.as_str(),
-            detail: cp.note.as_deref(),
-            data: Some(&cp.data),
+            detail: c.note,
+            data: Some(c.data),
             no_open_runs: false,
             no_pending_gate: false,
-            snapshot: cp.state.as_ref().map(|st| OneSnapshot {
-                step: cp.step.as_deref(),
-                state: &st.text,
-            }),
+            snapshot: c.snapshot,
         };
         self.write_one_or(op, &one, pipeline)
     }

@@ -218,9 +218,9 @@ impl Ledger {
             created_detail: "session created",
             idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
         };
-        // The first checkpoint as the statement writes it: without
-        // references (`None` inside: only the pipeline links them).
-        let first_one = first.as_ref().map(PreparedCheckpoint::as_first);
+        // The first checkpoint as the statement writes it (`Some(None)`:
+        // it links references, which only the transaction writes).
+        let first_one = first.as_ref().map(PreparedCheckpoint::as_one);
         if req.idempotency_key.is_none()
             && req.parent_session_id.is_none()
             && !matches!(first_one, Some(None))

@@ -233,7 +233,7 @@ impl Store {
         &self,
         row: &super::SessionRow<'_>,
         created_detail: &str,
-        first: Option<&super::OneFirstCheckpoint<'_>>,
+        first: Option<&super::OneCheckpoint<'_>>,
     ) -> Result<Option<crate::model::Session>> {
         match self {
             Store::Sqlite(_) => Ok(None),

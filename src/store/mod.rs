@@ -37,7 +37,7 @@ pub mod sqlite;
 pub mod writes;
 
 pub use writes::{
-    BudgetLimits, OneFirstCheckpoint, OneOutcome, OneSnapshot, OneWrite, RunChange, SessionChange,
+    BudgetLimits, OneCheckpoint, OneOutcome, OneSnapshot, OneWrite, RunChange, SessionChange,
     SessionGuard, SessionRow,
 };
 

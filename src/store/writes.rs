@@ -74,7 +74,7 @@ pub struct OneWrite<'a> {
     pub snapshot: Option<OneSnapshot<'a>>,
 }
 
-/// What a one-statement write came to ([`Store::write_one`]).
+/// What a one-statement write came to ([`super::Store::write_one`]).
 #[derive(Debug)]
 pub enum OneOutcome {
     /// Applied: the session as it now stands.
@@ -98,13 +98,13 @@ pub struct OneSnapshot<'a> {
     pub state: &'a str,
 }
 
-/// A new session's first checkpoint, written by the statement that
-/// creates it ([`Store::create_one`]): the checkpoint event (seq 1) and
-/// its snapshot, without references. The session is left at rev 2 with
-/// `checkpoint_seq` 1, the rows a create followed by a checkpoint in one
-/// transaction leaves.
+/// A checkpoint as a one-statement write stores it: its event's detail and
+/// data and its snapshot, without references. As a new session's first
+/// ([`super::Store::create_one`]) it is the event at seq 1, and the session is
+/// left at rev 2 with `checkpoint_seq` 1, the rows a create followed by a
+/// checkpoint in one transaction leaves.
 #[derive(Debug, Clone, Copy)]
-pub struct OneFirstCheckpoint<'a> {
+pub struct OneCheckpoint<'a> {
     /// The event's detail (the checkpoint's note).
     pub note: Option<&'a str>,
     /// The event's data (compact JSON text: `{step, …, snapshot}`).

@@ -49,7 +49,7 @@ fn files(name: &str) -> Vec<String> {
 
 /// A migration file's version (`V10__x.sql` → 10), so that files sort as
 /// refinery orders them (V10 after V9), not by name; 0 for another name.
-fn version_of(file: &str) -> u32 {
+pub(crate) fn version_of(file: &str) -> u32 {
     file.strip_prefix('V')
         .and_then(|rest| rest.split("__").next())
         .and_then(|n| n.parse().ok())

@@ -62,11 +62,7 @@ fn migrations_folder_matches_the_embedded_list() {
         .collect();
     let re = regex::Regex::new(r"^V([0-9]+)__[a-z0-9_]+\.sql$").unwrap();
     // In version order, as refinery applies them (V10 after V9).
-    files.sort_by_key(|f| {
-        re.captures(f)
-            .and_then(|c| c[1].parse::<usize>().ok())
-            .unwrap_or(0)
-    });
+    files.sort_by_key(|f| crate::migration_files::version_of(f));
     // Versions increase strictly; a gap is allowed while feature branches
     // add theirs in parallel (this branch has V4 without V3).
     let mut last = 0;

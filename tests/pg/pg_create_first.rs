@@ -5,7 +5,7 @@
 //! the pipeline; a lost reply is resolved by the new session's id.
 
 use crate::common::*;
-use crate::pg_one_statement::{server_port, via};
+use crate::pg_one_statement::{cuts, events_without_ids, keyed, server_port, via};
 use crate::proxy::Proxy;
 use logbook::clock::Clock;
 use logbook::ledger::CreateSession;
@@ -44,18 +44,7 @@ fn create_first(state: bool, plan: bool, key: Option<&str>) -> CreateSession {
 fn seen(lg: &Ledger, id: &str, state: bool) -> Value {
     let mut s = serde_json::to_value(lg.get_session(id).unwrap()).unwrap();
     s.as_object_mut().unwrap().remove("session_id");
-    let events: Vec<Value> = lg
-        .session_events(id, None, None)
-        .unwrap()
-        .events
-        .iter()
-        .map(|e| {
-            let mut v = serde_json::to_value(e).unwrap();
-            v.as_object_mut().unwrap().remove("session_id");
-            v.as_object_mut().unwrap().remove("event_id");
-            v
-        })
-        .collect();
+    let events = events_without_ids(lg, id);
     let snap = state.then(|| {
         let sn = lg.snapshot(id, None).unwrap();
         serde_json::json!([sn.seq, sn.step, sn.stage, sn.at_ms, sn.size_bytes, sn.state])
@@ -155,11 +144,7 @@ fn pg_a_lost_reply_to_a_create_with_its_first_checkpoint_creates_it_once() {
     let before = env.scalar("SELECT count(*) FROM sessions");
     proxy.cut_after_next(b"logbook_event_hash");
     let w = lg.create_session(create_first(true, false, None)).unwrap();
-    let t = std::time::Instant::now();
-    while proxy.commits_cut() < 1 && t.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert_eq!(proxy.commits_cut(), 1, "the statement's reply was cut");
+    assert_eq!(cuts(&proxy, 1), 1, "the statement's reply was cut");
     assert_eq!(env.scalar("SELECT count(*) FROM sessions"), before + 1);
     let id = w.session_id.to_string();
     assert_eq!(
@@ -215,11 +200,7 @@ fn pg_an_overload_later_in_the_search_path_cannot_take_the_hash() {
         .unwrap()
         .session_id
         .to_string();
-    let key = |k: &str| logbook::Mutation {
-        idempotency_key: Some(k.to_owned()),
-        ..logbook::Mutation::default()
-    };
-    lg.checkpoint(&first, cp("second", None), &key("k1"))
+    lg.checkpoint(&first, cp("second", None), &keyed("k1"))
         .unwrap();
     lg.append_event(
         &plain,
@@ -228,7 +209,7 @@ fn pg_an_overload_later_in_the_search_path_cannot_take_the_hash() {
             detail: None,
             data: None,
         },
-        &key("e1"),
+        &keyed("e1"),
     )
     .unwrap();
     assert_eq!(

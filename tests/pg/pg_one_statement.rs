@@ -36,7 +36,7 @@ pub(crate) fn via(env: &TestEnv, proxy: &Proxy, extra: &str) -> String {
 
 /// Waits (up to 10 s) until the proxy has cut `n` replies: it counts one
 /// once the server had time to apply what it forwarded.
-fn cuts(proxy: &Proxy, n: usize) -> usize {
+pub(crate) fn cuts(proxy: &Proxy, n: usize) -> usize {
     let t = std::time::Instant::now();
     while proxy.commits_cut() < n && t.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -44,11 +44,27 @@ fn cuts(proxy: &Proxy, n: usize) -> usize {
     proxy.commits_cut()
 }
 
-fn keyed(key: &str) -> Mutation {
+pub(crate) fn keyed(key: &str) -> Mutation {
     Mutation {
         idempotency_key: Some(key.to_owned()),
         ..Mutation::default()
     }
+}
+
+/// A session's events as JSON without their ids (`session_id`,
+/// `event_id`), to compare two ledgers' timelines.
+pub(crate) fn events_without_ids(lg: &Ledger, id: &str) -> Vec<Value> {
+    lg.session_events(id, None, None)
+        .unwrap()
+        .events
+        .iter()
+        .map(|e| {
+            let mut v = serde_json::to_value(e).unwrap();
+            v.as_object_mut().unwrap().remove("session_id");
+            v.as_object_mut().unwrap().remove("event_id");
+            v
+        })
+        .collect()
 }
 
 fn event(ty: &str, data: &str) -> AppendEvent {
@@ -330,18 +346,7 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
         // LEDGER_TAMPERED at the first hash the library computes otherwise.
         let report = lg.verify(std::slice::from_ref(&id)).unwrap();
         assert_eq!(report.events, 8, "ledger {i}");
-        let events: Vec<Value> = lg
-            .session_events(&id, None, None)
-            .unwrap()
-            .events
-            .iter()
-            .map(|e| {
-                let mut v = serde_json::to_value(e).unwrap();
-                v.as_object_mut().unwrap().remove("session_id");
-                v.as_object_mut().unwrap().remove("event_id");
-                v
-            })
-            .collect();
+        let events = events_without_ids(lg, &id);
         let normal = |mut v: Value| {
             v.as_object_mut().unwrap().remove("session_id");
             v

@@ -31,7 +31,7 @@
 
 use super::{Param, Params};
 use crate::store::codec::key_sha256;
-use crate::store::{OneFirstCheckpoint, OneWrite, SessionRow};
+use crate::store::{OneCheckpoint, OneWrite, SessionRow};
 use postgres::types::Type;
 
 /// The previous hash of a session's first event: 32 zero bytes
@@ -272,7 +272,7 @@ impl CreateParams {
         r: &SessionRow<'_>,
         detail: &str,
         lock_timeout_ms: i64,
-        first: Option<&OneFirstCheckpoint<'_>>,
+        first: Option<&OneCheckpoint<'_>>,
     ) -> Self {
         CreateParams {
             id: r.session_id.to_owned(),

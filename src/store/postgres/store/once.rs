@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::Session;
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
-use crate::store::{OneFirstCheckpoint, OneOutcome, SessionRow};
+use crate::store::{OneCheckpoint, OneOutcome, SessionRow};
 use std::time::{Duration, Instant};
 
 /// What one statement sent on its own came to ([`PgStore::once`]).
@@ -79,7 +79,7 @@ impl PgStore {
         &self,
         row: &SessionRow<'_>,
         detail: &str,
-        first: Option<&OneFirstCheckpoint<'_>>,
+        first: Option<&OneCheckpoint<'_>>,
     ) -> Result<Option<Session>> {
         if self.read_only {
             return Ok(None);
