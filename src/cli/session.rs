@@ -505,6 +505,7 @@ pub fn run(cmd: &SessionCommand, g: &GlobalArgs, out: &Printer) -> Result<()> {
                 operation_ids: a.operations.clone(),
                 deployment_ids: a.deployments.clone(),
                 state: json_flag("state", a.state.as_deref())?,
+                payload: None,
             };
             let s = open(g)?.checkpoint(&a.id, req, &a.m.to_mutation())?;
             print_session(out, &s);

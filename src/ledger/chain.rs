@@ -100,17 +100,14 @@ fn check_session(tx: &mut dyn Tx, id: &str, rev: i64) -> Result<(u64, [u8; 32], 
     // Snapshots are covered through their checkpoint events, which record
     // each one's SHA-256 and size.
     if broken.is_none() {
-        for (seq, state, sha, size) in tx.snapshot_links(id)? {
-            use sha2::{Digest, Sha256};
-            let have = hex::encode(Sha256::digest(&state));
-            let len = i64::try_from(state.len()).unwrap_or(i64::MAX);
-            let want = sha.unwrap_or_else(|| "no snapshot recorded at this seq".into());
-            if want != have || size != Some(len) {
+        for link in tx.snapshot_links(id)? {
+            if let Some((expected, found)) = link.record.check(&link.state, link.payload.as_deref())
+            {
                 broken = Some(Break {
-                    seq,
+                    seq: link.seq,
                     problem: "snapshot",
-                    expected: want,
-                    found: have,
+                    expected,
+                    found,
                 });
                 break;
             }

@@ -35,6 +35,10 @@ pub struct CheckpointRequest {
     /// A snapshot to store with the checkpoint: a JSON object, at most
     /// 256 KiB compact (docs/design.md, "Snapshots"; `restore` and `fork` read it back).
     pub state: Option<Value>,
+    /// Bytes stored with the snapshot, exactly as given and never redacted
+    /// (at most 16 MiB; only with a `state`): a serializer's output that
+    /// must come back byte for byte (docs/design.md, "Snapshots").
+    pub payload: Option<Vec<u8>>,
 }
 
 /// A checkpoint request validated, redacted and encoded: what its write
@@ -100,7 +104,7 @@ impl PreparedCheckpoint {
         }
         let step = redact_opt(req.step.as_deref());
         let note = redact_opt(req.note.as_deref());
-        let state = prepare_state(&req.state)?;
+        let state = prepare_state(&req.state, req.payload.as_deref())?;
         let data = checkpoint_data(step.as_deref(), &refs, state.as_ref())?;
         Ok(PreparedCheckpoint {
             step,
@@ -127,6 +131,7 @@ impl PreparedCheckpoint {
             snapshot: self.state.as_ref().map(|st| OneSnapshot {
                 step: self.step.as_deref(),
                 state: &st.text,
+                payload: st.payload.as_ref().map(|(p, _, _)| &p[..]),
             }),
         })
     }
@@ -151,8 +156,13 @@ impl PreparedCheckpoint {
         }
         if let Some(st) = &self.state {
             let id = w.id();
-            w.tx()
-                .insert_snapshot(id, seq, self.step.as_deref(), &st.text)?;
+            w.tx().insert_snapshot(
+                id,
+                seq,
+                self.step.as_deref(),
+                &st.text,
+                st.payload.as_ref().map(|(p, _, _)| &p[..]),
+            )?;
         }
         w.session()
     }
@@ -230,6 +240,10 @@ fn checkpoint_data(
     struct Snapshot<'a> {
         size_bytes: i64,
         sha256: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        payload_bytes: Option<i64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        payload_sha256: Option<&'a str>,
     }
     #[derive(Serialize)]
     struct Data<'a> {
@@ -257,6 +271,8 @@ fn checkpoint_data(
         snapshot: state.map(|s| Snapshot {
             size_bytes: s.size_bytes,
             sha256: &s.sha256,
+            payload_bytes: s.payload.as_ref().map(|(_, n, _)| *n),
+            payload_sha256: s.payload.as_ref().map(|(_, _, h)| &h[..]),
         }),
     })
     .map_err(|e| Error::internal(e.to_string()))

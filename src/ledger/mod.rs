@@ -49,7 +49,7 @@ pub use leases::{
     hostname, pid_alive, validate_token, Lease, LeaseInfo, LockRequest, PreviousOwner,
     LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS,
 };
-pub use snapshots::{ForkRequest, Snapshot, SnapshotInfo, SnapshotList};
+pub use snapshots::{ForkRequest, Snapshot, SnapshotInfo, SnapshotList, PAYLOAD_MAX_BYTES};
 pub use tree::{
     ChildCounts, ChildrenPurge, PurgedChildren, PurgedParent, SessionTree, TreeNode, TREE_MAX_NODES,
 };

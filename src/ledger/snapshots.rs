@@ -28,6 +28,10 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// Most bytes of a snapshot's payload: 16 MiB (docs/design.md,
+/// "Snapshots"; a CHECK of `session_snapshots.payload` holds it too).
+pub const PAYLOAD_MAX_BYTES: usize = 16 * 1024 * 1024;
+
 /// A validated, redacted snapshot state, ready to store.
 #[derive(Debug, Clone)]
 pub(super) struct PreparedState {
@@ -37,13 +41,44 @@ pub(super) struct PreparedState {
     pub(super) size_bytes: i64,
     /// SHA-256 (hex) of the text.
     pub(super) sha256: String,
+    /// The payload with its size and SHA-256 (hex), if any.
+    pub(super) payload: Option<(Vec<u8>, i64, String)>,
 }
 
 /// Checks (a JSON object, ≤ 256 KiB compact as given) and redacts a
-/// `--state` value.
-pub(super) fn prepare_state(state: &Option<Value>) -> Result<Option<PreparedState>> {
-    let Some(val) = state else { return Ok(None) };
+/// `--state` value, and checks its payload (≤ [`PAYLOAD_MAX_BYTES`]; only
+/// beside a state). The payload is opaque: stored as given, never redacted.
+///
+/// # Errors
+/// INVALID_ARGUMENT (field `state` or `payload`).
+pub(super) fn prepare_state(
+    state: &Option<Value>,
+    payload: Option<&[u8]>,
+) -> Result<Option<PreparedState>> {
+    let Some(val) = state else {
+        return match payload {
+            Some(_) => Err(Error::invalid(
+                "payload",
+                "is stored with a snapshot: give a state with it",
+            )),
+            None => Ok(None),
+        };
+    };
     v::json_value("state", val)?;
+    let payload = match payload {
+        Some(p) if p.len() > PAYLOAD_MAX_BYTES => {
+            return Err(Error::invalid(
+                "payload",
+                format!("has {} bytes; the limit is {PAYLOAD_MAX_BYTES}", p.len()),
+            ))
+        }
+        Some(p) => Some((
+            p.to_vec(),
+            i64::try_from(p.len()).unwrap_or(i64::MAX),
+            hex::encode(Sha256::digest(p)),
+        )),
+        None => None,
+    };
     let Some(text) = redacted_json_text(state)? else {
         return Ok(None);
     };
@@ -51,6 +86,7 @@ pub(super) fn prepare_state(state: &Option<Value>) -> Result<Option<PreparedStat
         size_bytes: i64::try_from(text.len()).unwrap_or(i64::MAX),
         sha256: hex::encode(Sha256::digest(text.as_bytes())),
         text,
+        payload,
     }))
 }
 
@@ -66,6 +102,9 @@ pub struct SnapshotInfo {
     pub at_ms: i64,
     /// Bytes of the stored state (compact, redacted JSON).
     pub size_bytes: i64,
+    /// Bytes of its payload (schema V11); left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<i64>,
     /// The session's stage when it was taken (restored with it), or null.
     pub stage: Option<String>,
 }
@@ -94,23 +133,21 @@ fn info(s: SnapshotRow) -> SnapshotInfo {
         step: s.step,
         at_ms: s.at_ms,
         size_bytes: s.size_bytes,
+        payload_bytes: s.payload_bytes,
         stage: s.stage,
     }
 }
 
 /// The snapshot at `seq` (or the newest), checked against what its
-/// checkpoint event records (the SHA-256 and size of its state, which the
-/// hash chain covers), or SESSION_NOT_FOUND / CHECKPOINT_NOT_FOUND /
-/// LEDGER_TAMPERED (a state replaced or altered since it was taken is
-/// never handed back).
+/// checkpoint event records (the SHA-256 and size of its state and of its
+/// payload, which the hash chain covers), or SESSION_NOT_FOUND /
+/// CHECKPOINT_NOT_FOUND / LEDGER_TAMPERED (a state or payload replaced or
+/// altered since it was taken is never handed back).
 fn snapshot(tx: &mut dyn Tx, id: &str, seq: Option<i64>) -> Result<SnapshotRow> {
     match tx.find_snapshot(id, seq)? {
         Some(s) => {
-            let (sha, size) = tx.snapshot_record(id, s.seq)?.unwrap_or((None, None));
-            let have = hex::encode(Sha256::digest(s.state.as_bytes()));
-            let len = i64::try_from(s.state.len()).unwrap_or(i64::MAX);
-            let want = sha.unwrap_or_else(|| "no snapshot recorded at this seq".into());
-            if want != have || size != Some(len) {
+            let record = tx.snapshot_record(id, s.seq)?.unwrap_or_default();
+            if let Some((want, have)) = record.check(s.state.as_bytes(), s.payload.as_deref()) {
                 return Err(Error::Tampered {
                     session_id: id.to_owned(),
                     seq: s.seq,
@@ -175,6 +212,13 @@ pub struct Snapshot {
     pub stage: Option<String>,
     /// The stored state (redacted as it was written), a JSON object.
     pub state: Value,
+    /// Bytes of its payload (schema V11); left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<i64>,
+    /// The payload, exactly as given (not in the JSON shape: bytes have
+    /// none; the Python package's `snapshot` returns them as `bytes`).
+    #[serde(skip)]
+    pub payload: Option<Vec<u8>>,
 }
 
 impl Ledger {
@@ -201,6 +245,8 @@ impl Ledger {
                 size_bytes: s.size_bytes,
                 stage: s.stage,
                 state,
+                payload_bytes: s.payload_bytes,
+                payload: s.payload,
             })
         })
         .map_err(|e| self.fill_path(e))

@@ -354,6 +354,7 @@ fn checkpoint(l: &Ledger, a: &Args) -> Result<Reply> {
         operation_ids: a.list("operation_ids"),
         deployment_ids: a.list("deployment_ids"),
         state: a.object("state"),
+        payload: None,
     };
     written(&l.checkpoint(&a.required_text("session_id")?, req, &mutation(a))?)
 }

@@ -63,7 +63,7 @@ pub use sqlite::store::SqliteStore;
 /// refinery's runner (which compiles a regex per process, about 1 ms of a
 /// CLI call); `latest_version_matches_the_embedded_migrations` pins it, and
 /// `postgres_migrations_end_at_the_shared_latest_version` the server's.
-pub const LATEST_VERSION: i64 = 10;
+pub const LATEST_VERSION: i64 = 11;
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, Usage};
@@ -239,26 +239,23 @@ pub trait Tx {
 
     // ---- snapshots, gates, leases ----
 
-    /// Stores the snapshot of the checkpoint event at `seq`.
+    /// Stores the snapshot of the checkpoint event at `seq`: its state
+    /// (compact JSON object text) and its binary payload, if any.
     fn insert_snapshot(
         &mut self,
         id: &str,
         seq: i64,
         step: Option<&str>,
         state: &str,
+        payload: Option<&[u8]>,
     ) -> Result<()>;
     /// The session's snapshots by seq, without state.
     fn select_snapshots(&mut self, id: &str) -> Result<Vec<SnapshotRow>>;
     /// The snapshot at `seq` (or the newest), with its state.
     fn find_snapshot(&mut self, id: &str, seq: Option<i64>) -> Result<Option<SnapshotRow>>;
-    /// What the checkpoint event at `seq` records of its snapshot:
-    /// `(sha256 hex, size in bytes)`, each `None` when absent; `None` when
-    /// there is no such event.
-    fn snapshot_record(
-        &mut self,
-        id: &str,
-        seq: i64,
-    ) -> Result<Option<(Option<String>, Option<i64>)>>;
+    /// What the checkpoint event at `seq` records of its snapshot; `None`
+    /// when there is no such event.
+    fn snapshot_record(&mut self, id: &str, seq: i64) -> Result<Option<rows::SnapshotRecord>>;
     /// The session's gates, oldest first.
     fn select_gates(&mut self, id: &str) -> Result<Vec<GateFull>>;
     /// The newest round of gate `name`.

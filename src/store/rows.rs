@@ -310,6 +310,8 @@ pub struct SnapshotFull {
     pub stage: Option<String>,
     /// Compact JSON object text.
     pub state: String,
+    /// The binary payload stored beside the state (schema V11), if any.
+    pub payload: Option<Vec<u8>>,
     /// ms since the Unix epoch.
     pub at_ms: i64,
 }
@@ -377,6 +379,10 @@ pub struct SnapshotRow {
     pub at_ms: i64,
     /// The state JSON text (empty in listings).
     pub state: String,
+    /// Bytes of the binary payload (schema V11), `None` without one.
+    pub payload_bytes: Option<i64>,
+    /// The payload itself (`None` in listings and without one).
+    pub payload: Option<Vec<u8>>,
 }
 
 /// A gate with every column but its row id.
@@ -575,6 +581,60 @@ pub const QUERY_MAX_ROWS: usize = 100_000;
 /// How long a query may run before it is interrupted, by default, ms.
 pub const QUERY_TIMEOUT_MS: u64 = 30_000;
 
-/// One snapshot beside its checkpoint event's record: `(seq, state bytes,
-/// recorded sha256 hex, recorded size_bytes)`.
-pub type SnapshotLink = (i64, Vec<u8>, Option<String>, Option<i64>);
+/// What a checkpoint event's data records of its snapshot
+/// (`data.snapshot`: docs/design.md, "Snapshots"): each field `None` when
+/// absent or of another type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    /// `sha256`: SHA-256 (hex) of the state's bytes.
+    pub sha256: Option<String>,
+    /// `size_bytes`: bytes of the state.
+    pub size_bytes: Option<i64>,
+    /// `payload_sha256`: SHA-256 (hex) of the payload (schema V11).
+    pub payload_sha256: Option<String>,
+    /// `payload_bytes`: bytes of the payload (schema V11).
+    pub payload_bytes: Option<i64>,
+}
+
+impl SnapshotRecord {
+    /// Checks a stored snapshot against this record: the state's SHA-256
+    /// and size, and the payload's (none recorded: none stored). Returns
+    /// `(expected, found)` for the first part that differs.
+    pub fn check(&self, state: &[u8], payload: Option<&[u8]>) -> Option<(String, String)> {
+        use sha2::{Digest, Sha256};
+        let digest = |b: &[u8]| hex::encode(Sha256::digest(b));
+        let len = |b: &[u8]| i64::try_from(b.len()).unwrap_or(i64::MAX);
+        let have = digest(state);
+        let want = self
+            .sha256
+            .clone()
+            .unwrap_or_else(|| "no snapshot recorded at this seq".into());
+        if want != have || self.size_bytes != Some(len(state)) {
+            return Some((want, have));
+        }
+        match (payload, &self.payload_sha256) {
+            (None, None) if self.payload_bytes.is_none() => None,
+            (Some(p), Some(want)) if *want == digest(p) && self.payload_bytes == Some(len(p)) => {
+                None
+            }
+            (p, want) => Some((
+                want.as_ref()
+                    .map_or_else(|| "no payload".into(), |w| format!("payload {w}")),
+                p.map_or_else(|| "no payload".into(), |p| format!("payload {}", digest(p))),
+            )),
+        }
+    }
+}
+
+/// One snapshot beside its checkpoint event's record.
+#[derive(Debug, Clone)]
+pub struct SnapshotLink {
+    /// Seq of the checkpoint event.
+    pub seq: i64,
+    /// The state's bytes as stored.
+    pub state: Vec<u8>,
+    /// The payload as stored, if any.
+    pub payload: Option<Vec<u8>>,
+    /// What the event at `seq` records (all `None` without such an event).
+    pub record: SnapshotRecord,
+}

@@ -96,6 +96,8 @@ pub struct OneSnapshot<'a> {
     pub step: Option<&'a str>,
     /// The state: compact, redacted JSON object text.
     pub state: &'a str,
+    /// The binary payload stored beside it (schema V11), if any.
+    pub payload: Option<&'a [u8]>,
 }
 
 /// A checkpoint as a one-statement write stores it: its event's detail and

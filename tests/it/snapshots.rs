@@ -459,3 +459,174 @@ fn the_library_reads_a_snapshot_with_its_state() {
     );
     assert_eq!(code(l.snapshot("nope", None)), "INVALID_ARGUMENT");
 }
+
+/// A checkpoint with a payload (docs/design.md, "Snapshots"): the bytes
+/// come back exactly, the event records their size and SHA-256, the
+/// listing shows their size; bad payloads are refused and change nothing.
+#[test]
+fn a_payload_is_kept_byte_for_byte_and_recorded_by_its_event() {
+    use sha2::{Digest, Sha256};
+    let (_env, l) = crate::common::fresh_ledger();
+    let s = l
+        .create_session(logbook::CreateSession::titled("a"))
+        .unwrap()
+        .session_id
+        .to_string();
+    let m = logbook::Mutation::default();
+    // Every byte value, NULs, invalid UTF-8, and a secret-looking text the
+    // JSON values would have redacted.
+    let mut bytes: Vec<u8> = (0..=255u8).collect();
+    bytes.extend_from_slice(b"\0\0sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789\xc3\x28");
+    let big: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
+    for (step, p) in [("small", &bytes), ("big", &big)] {
+        let req = logbook::CheckpointRequest {
+            step: Some(step.into()),
+            state: Some(json!({ "step": step })),
+            payload: Some(p.clone()),
+            ..Default::default()
+        };
+        l.checkpoint(&s, req, &m).unwrap();
+    }
+    let first = l.snapshot(&s, Some(1)).unwrap();
+    assert_eq!(first.payload.as_deref(), Some(&bytes[..]));
+    assert_eq!(first.payload_bytes, Some(bytes.len() as i64));
+    let newest = l.snapshot(&s, None).unwrap();
+    assert_eq!((newest.seq, newest.payload.as_deref()), (2, Some(&big[..])));
+    // The JSON shape names the size, never the bytes.
+    let shape = serde_json::to_value(&newest).unwrap();
+    assert_eq!(shape["payload_bytes"], big.len() as i64);
+    assert!(shape.get("payload").is_none(), "{shape}");
+    let events = l.session_events(&s, None, None).unwrap();
+    let rec = &serde_json::to_value(&events).unwrap()["events"][1]["data"]["snapshot"];
+    assert_eq!(rec["payload_bytes"], bytes.len() as i64);
+    assert_eq!(rec["payload_sha256"], hex::encode(Sha256::digest(&bytes)));
+    let list = serde_json::to_value(l.list_snapshots(&s).unwrap()).unwrap();
+    let sizes: Vec<&Value> = list["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["payload_bytes"])
+        .collect();
+    assert_eq!(sizes, [&json!(bytes.len()), &json!(big.len())]);
+    // A checkpoint without a payload records none and lists none.
+    let plain = logbook::CheckpointRequest {
+        state: Some(json!({})),
+        ..Default::default()
+    };
+    l.checkpoint(&s, plain, &m).unwrap();
+    let third = l.snapshot(&s, None).unwrap();
+    assert_eq!(
+        (third.seq, third.payload, third.payload_bytes),
+        (3, None, None)
+    );
+    assert_eq!(l.verify(std::slice::from_ref(&s)).unwrap().events, 4);
+
+    // Refusals: a payload without a state, one byte over 16 MiB.
+    let rev = l.get_session(&s).unwrap().rev;
+    let refused = |req: logbook::CheckpointRequest| {
+        let e = l.checkpoint(&s, req, &m).unwrap_err();
+        (e.code().as_str(), e.to_string().contains("payload"))
+    };
+    let lone = logbook::CheckpointRequest {
+        step: Some("x".into()),
+        payload: Some(vec![1]),
+        ..Default::default()
+    };
+    assert_eq!(refused(lone), ("INVALID_ARGUMENT", true));
+    let over = logbook::CheckpointRequest {
+        state: Some(json!({})),
+        payload: Some(vec![0; logbook::ledger::PAYLOAD_MAX_BYTES + 1]),
+        ..Default::default()
+    };
+    assert_eq!(refused(over), ("INVALID_ARGUMENT", true));
+    assert_eq!(l.get_session(&s).unwrap().rev, rev);
+    let n: i64 = _env.scalar("SELECT count(*) FROM session_snapshots");
+    assert_eq!(n, 3);
+}
+
+/// A key replayed with the same payload is a replay; with other bytes it
+/// is a different request (the payload's SHA-256 is in the event's data,
+/// which the key's digest covers).
+#[test]
+fn a_key_replayed_with_another_payload_is_refused() {
+    let (_env, l) = crate::common::fresh_ledger();
+    let s = l
+        .create_session(logbook::CreateSession::titled("a"))
+        .unwrap()
+        .session_id
+        .to_string();
+    let m = logbook::Mutation {
+        idempotency_key: Some("cp-1".into()),
+        ..Default::default()
+    };
+    let req = |p: &[u8]| logbook::CheckpointRequest {
+        state: Some(json!({})),
+        payload: Some(p.to_vec()),
+        ..Default::default()
+    };
+    let a = l.checkpoint(&s, req(b"one"), &m).unwrap();
+    let b = l.checkpoint(&s, req(b"one"), &m).unwrap();
+    assert_eq!((a.rev, b.rev), (2, 2));
+    let e = l.checkpoint(&s, req(b"two"), &m).unwrap_err();
+    assert_eq!(e.code().as_str(), "INVALID_ARGUMENT");
+    assert!(e.to_string().contains("different arguments"), "{e}");
+    assert_eq!(
+        l.snapshot(&s, None).unwrap().payload.as_deref(),
+        Some(&b"one"[..])
+    );
+}
+
+/// A payload altered, removed or replaced behind the ledger's back (its
+/// triggers disabled) is caught: the snapshot is never handed back and
+/// `verify` names the checkpoint.
+#[test]
+fn a_tampered_payload_is_caught_by_the_read_and_by_verify() {
+    let tampers: [&str; 3] = if on_pg() {
+        [
+            "UPDATE session_snapshots SET payload = '\\x00ff03'::bytea",
+            "UPDATE session_snapshots SET payload = NULL",
+            "UPDATE session_snapshots SET payload = '\\x00ff0203'::bytea",
+        ]
+    } else {
+        [
+            "UPDATE session_snapshots SET payload = X'00ff03'",
+            "UPDATE session_snapshots SET payload = NULL",
+            "UPDATE session_snapshots SET payload = X'00ff0203'",
+        ]
+    };
+    for tamper in tampers {
+        let (env, l) = crate::common::fresh_ledger();
+        let s = l
+            .create_session(logbook::CreateSession::titled("a"))
+            .unwrap()
+            .session_id
+            .to_string();
+        let req = logbook::CheckpointRequest {
+            state: Some(json!({"k": 1})),
+            payload: Some(vec![0, 0xff, 2]),
+            ..Default::default()
+        };
+        l.checkpoint(&s, req, &logbook::Mutation::default())
+            .unwrap();
+        assert_eq!(env.json(&["verify"]).code, 0);
+        let off = if on_pg() {
+            "ALTER TABLE session_snapshots DISABLE TRIGGER ALL;"
+        } else {
+            "DROP TRIGGER session_snapshots_no_update;"
+        };
+        env.batch(&format!("{off} {tamper}"));
+        let e = l.snapshot(&s, None).unwrap_err();
+        assert_eq!(e.code().as_str(), "LEDGER_TAMPERED", "{tamper}");
+        let err = assert_error(&env.json(&["verify"]), "LEDGER_TAMPERED", 6);
+        assert_eq!(
+            (
+                err["details"]["seq"].as_i64(),
+                err["details"]["problem"].as_str()
+            ),
+            (Some(1), Some("snapshot")),
+            "{tamper}"
+        );
+    }
+}

@@ -445,3 +445,98 @@ fn sessions_whose_end_cancelled_their_runs_round_trip() {
     assert_eq!(export_jsonl(&other), first);
     assert_eq!(other.json(&["verify"]).code, 0);
 }
+
+/// A snapshot's payload (schema V11) exports as hex and imports back byte
+/// for byte; a `payload_hex` that does not match what its checkpoint event
+/// records — altered, dropped, added, not hex — rejects its session whole.
+#[test]
+fn a_snapshot_payload_round_trips_and_a_mismatched_one_is_rejected() {
+    let src = TestEnv::new();
+    let l = src.ledger();
+    let s = l
+        .create_session(logbook::CreateSession::titled("payload"))
+        .unwrap()
+        .session_id
+        .to_string();
+    let payload: Vec<u8> = (0..=255u8).rev().chain([0, 0]).collect();
+    let m = logbook::Mutation::default();
+    for p in [Some(payload.clone()), None] {
+        let req = logbook::CheckpointRequest {
+            state: Some(json!({"n": 1})),
+            payload: p,
+            ..Default::default()
+        };
+        l.checkpoint(&s, req, &m).unwrap();
+    }
+    let first = export_jsonl(&src);
+    let line: Value = serde_json::from_str(first.trim()).unwrap();
+    assert_eq!(line["snapshots"][0]["payload_hex"], hex::encode(&payload));
+    assert!(line["snapshots"][1].get("payload_hex").is_none(), "{line}");
+
+    let dst = TestEnv::new();
+    let file = dst.dir.path().join("payload.jsonl");
+    std::fs::write(&file, &first).unwrap();
+    assert_counts(&import_ok(&dst, "jsonl", &file), 1, 0, 0);
+    assert_eq!(export_jsonl(&dst), first);
+    let back = dst.ledger().snapshot(&s, Some(1)).unwrap();
+    assert_eq!(back.payload, Some(payload.clone()));
+    assert_eq!(dst.json(&["verify"]).code, 0);
+
+    let env = TestEnv::new();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: [(u32, &str, Edit); 4] = [
+        (
+            1,
+            "snapshots[0].payload_hex",
+            Box::new(|v: &mut Value| {
+                v["snapshots"][0]["payload_hex"] = json!("00");
+            }),
+        ),
+        (
+            2,
+            "snapshots[0].payload_hex",
+            Box::new(|v: &mut Value| {
+                v["snapshots"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("payload_hex");
+            }),
+        ),
+        (
+            3,
+            "snapshots[1].payload_hex",
+            Box::new(|v: &mut Value| {
+                v["snapshots"][1]["payload_hex"] = json!("00ff");
+            }),
+        ),
+        (
+            4,
+            "snapshots[0].payload_hex",
+            Box::new(|v: &mut Value| {
+                v["snapshots"][0]["payload_hex"] = json!("0g");
+            }),
+        ),
+    ];
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|(n, _, f)| {
+            let mut v = with_id(line.clone(), *n);
+            f(&mut v);
+            v.to_string()
+        })
+        .collect();
+    let bad = env.dir.path().join("bad-payload.jsonl");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let (_, d) = import_rejecting(&env, "jsonl", &bad);
+    assert_counts(&d, 0, 0, 4);
+    let fields: Vec<&str> = d["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["field"].as_str().unwrap())
+        .collect();
+    let want: Vec<&str> = cases.iter().map(|c| c.1).collect();
+    assert_eq!(fields, want, "{d}");
+    let n: i64 = env.scalar("SELECT count(*) FROM session_snapshots");
+    assert_eq!(n, 0);
+}

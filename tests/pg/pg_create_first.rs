@@ -27,6 +27,7 @@ fn create_first(state: bool, plan: bool, key: Option<&str>) -> CreateSession {
         idempotency_key: key.map(str::to_owned),
         checkpoint: Some(CheckpointRequest {
             state: state.then(|| serde_json::json!({"bytes": "00ff", "n": [1, 2.5, null]})),
+            payload: state.then(|| vec![0, 1, 0xfe, 0xff, 0]),
             plan_ids: if plan {
                 vec!["PLAN-1".into()]
             } else {
@@ -47,7 +48,15 @@ fn seen(lg: &Ledger, id: &str, state: bool) -> Value {
     let events = events_without_ids(lg, id);
     let snap = state.then(|| {
         let sn = lg.snapshot(id, None).unwrap();
-        serde_json::json!([sn.seq, sn.step, sn.stage, sn.at_ms, sn.size_bytes, sn.state])
+        serde_json::json!([
+            sn.seq,
+            sn.step,
+            sn.stage,
+            sn.at_ms,
+            sn.size_bytes,
+            sn.state,
+            sn.payload.map(hex::encode)
+        ])
     });
     let verified = lg.verify(&[id.to_owned()]).unwrap().events;
     serde_json::json!({"session": s, "events": events, "snapshot": snap, "verified": verified})

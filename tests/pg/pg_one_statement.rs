@@ -225,6 +225,7 @@ fn pg_a_keyed_write_and_a_plain_create_are_one_round_trip_each() {
     );
     let with_state = |step: &str| CheckpointRequest {
         state: Some(serde_json::json!({"hex": "00ff", "n": [1, 2]})),
+        payload: Some(vec![0, 0xff, b'\\', 0]),
         ..cp(step, None)
     };
     lg.checkpoint(&id, with_state("w0"), &keyed("w0")).unwrap();
@@ -235,10 +236,12 @@ fn pg_a_keyed_write_and_a_plain_create_are_one_round_trip_each() {
         1,
         "keyed checkpoint with a snapshot"
     );
+    let newest = lg.snapshot(&id, None).unwrap();
     assert_eq!(
-        lg.snapshot(&id, None).unwrap().state,
+        newest.state,
         serde_json::json!({"hex": "00ff", "n": [1, 2]})
     );
+    assert_eq!(newest.payload.as_deref(), Some(&[0, 0xff, b'\\', 0][..]));
     assert_eq!(
         count(&mut || {
             lg.pause(&id, None, &keyed("p1")).unwrap();
@@ -329,13 +332,15 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
         tick();
         let state = CheckpointRequest {
             state: Some(serde_json::json!({"k": "ç", "bytes": "00ff", "n": [1, 2.5, null]})),
+            payload: Some((0..=255).collect()),
             ..cp("snap", Some("with state"))
         };
         returned
             .push(serde_json::to_value(&*lg.checkpoint(&id, state, &m("c3")).unwrap()).unwrap());
         let snap = lg.snapshot(&id, None).unwrap();
         returned.push(serde_json::json!({
-            "snapshot": [snap.seq, snap.step, snap.stage, snap.at_ms, snap.size_bytes, snap.state]
+            "snapshot": [snap.seq, snap.step, snap.stage, snap.at_ms, snap.size_bytes, snap.state,
+                snap.payload_bytes, snap.payload.map(hex::encode)]
         }));
         tick();
         let done = lg.complete(&id, "shipped", &m("d1")).unwrap();

@@ -215,7 +215,7 @@ fn pg_tx_trigger_refusal_is_the_same_error_and_aborts() {
         let e = b.write_then(
             |tx| {
                 let e = tx
-                    .insert_snapshot(crate::pg_tx_script::S1, 0, None, "{}")
+                    .insert_snapshot(crate::pg_tx_script::S1, 0, None, "{}", None)
                     .unwrap_err();
                 if is_pg {
                     // Not a checkpoint event: the transaction is aborted.
@@ -259,7 +259,7 @@ fn pg_tx_failure_is_cleared_by_rollback_to_savepoint() {
     tx.release_savepoint().unwrap();
     assert!(!tx.session_exists(&bad.session_id).unwrap());
     let s1 = crate::pg_tx_script::S1;
-    let e = tx.insert_snapshot(s1, 0, None, "{}").unwrap_err();
+    let e = tx.insert_snapshot(s1, 0, None, "{}", None).unwrap_err();
     assert_eq!(e.code(), logbook::ErrorCode::Internal);
     assert_eq!(tx.failure(), Some(Failure::Aborted));
     client.batch_execute("ROLLBACK").unwrap();

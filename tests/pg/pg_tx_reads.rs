@@ -157,7 +157,7 @@ pub fn listing_and_reads(b: &mut Backend, log: &mut Log) {
             .put("first_orphan_event", tx.first_orphan_event().unwrap())
             .is_none());
         let links = log.put("snapshot_links", tx.snapshot_links(S1).unwrap());
-        assert_eq!((links[0].0, links[0].3), (1, Some(9)));
+        assert_eq!((links[0].seq, links[0].record.size_bytes), (1, Some(9)));
         assert_eq!(
             log.put(
                 "first_missing_snapshot",
@@ -332,6 +332,7 @@ pub fn import_rows(id: &str, run: &str) -> SessionRows {
                 stage: Some("s".into()),
                 state: r#"{"x":"é"}"#.into(),
                 at_ms: T0 - 900,
+                payload: Some(vec![0, 255, 0x80, b'{', 0]),
             }],
             gates: vec![GateFull {
                 name: "g".into(),

@@ -205,7 +205,7 @@ pub fn checkpoint(b: &mut Backend, log: &mut Log) {
         };
         let from = [SessionStatus::Pending, SessionStatus::Active];
         assert_eq!(mutation(tx, log, S1, &from, change, e), (4, 1));
-        tx.insert_snapshot(S1, 1, Some("one"), STATE).unwrap();
+        tx.insert_snapshot(S1, 1, Some("one"), STATE, None).unwrap();
         assert_eq!(log.put("count_refs", tx.count_refs(S1, "plan").unwrap()), 0);
         assert!(!log.put("ref_exists", tx.ref_exists(S1, "plan", "p1").unwrap()));
         tx.insert_ref(S1, "plan", "p1", 0, 1).unwrap();

@@ -94,6 +94,9 @@ struct LineSnapshot<'a> {
     stage: Option<&'a str>,
     state: &'a RawValue,
     at_ms: i64,
+    /// The payload (schema V11) as lowercase hex; left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_hex: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -194,6 +197,7 @@ fn line_snapshot(sn: &SnapshotFull) -> serde_json::Result<LineSnapshot<'_>> {
         stage: sn.stage.as_deref(),
         state: raw(&sn.state)?,
         at_ms: sn.at_ms,
+        payload_hex: sn.payload.as_deref().map(hex::encode),
     })
 }
 

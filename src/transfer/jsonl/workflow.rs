@@ -6,10 +6,9 @@ use super::super::{opt_stage, Bad};
 use super::parse::{checked_text, count, count_opt, known_keys};
 use crate::ledger::{RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};
 use crate::model::{GateKind, GateStatus, OnExceed, RunId, RunStatus};
-use crate::store::rows::{BudgetFull, GateFull, RunRow, SessionRows, SnapshotFull};
+use crate::store::rows::{BudgetFull, GateFull, RunRow, SessionRows, SnapshotFull, SnapshotRecord};
 use crate::validate::{self as v, Lines};
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 const RUN_KEYS: &[&str] = &[
     "run_id",
@@ -175,10 +174,11 @@ pub(super) fn parse_budget(b: &Obj<'_>) -> Result<BudgetFull, Bad> {
     })
 }
 
-const SNAPSHOT_KEYS: &[&str] = &["seq", "step", "stage", "state", "at_ms"];
+const SNAPSHOT_KEYS: &[&str] = &["seq", "step", "stage", "state", "at_ms", "payload_hex"];
 
 /// One snapshot: the checkpoint verb's caps (step 1–200 one line, stage a
-/// name, state an object ≤ 256 KiB), redacted.
+/// name, state an object ≤ 256 KiB, a payload of hex digits ≤ 16 MiB),
+/// the state redacted, the payload as given.
 pub(super) fn parse_snapshot(i: usize, raw: &RawValue) -> Result<SnapshotFull, Bad> {
     let path = format!("snapshots[{i}]");
     let o = Obj::parse(raw.get(), &path)?;
@@ -193,6 +193,28 @@ pub(super) fn parse_snapshot(i: usize, raw: &RawValue) -> Result<SnapshotFull, B
         stage: opt_stage(&o.name("stage"), o.str_opt("stage")?)?,
         state,
         at_ms: o.i64_req("at_ms")?,
+        payload: match o.str_opt("payload_hex")? {
+            None => None,
+            Some(h) => match hex::decode(&h) {
+                Ok(b) if b.len() <= crate::ledger::PAYLOAD_MAX_BYTES => Some(b),
+                Ok(b) => {
+                    return Err(Bad::new(
+                        o.name("payload_hex"),
+                        format!(
+                            "holds {} bytes; the limit is {}",
+                            b.len(),
+                            crate::ledger::PAYLOAD_MAX_BYTES
+                        ),
+                    ))
+                }
+                Err(_) => {
+                    return Err(Bad::new(
+                        o.name("payload_hex"),
+                        "must be an even number of hex digits",
+                    ))
+                }
+            },
+        },
     })
 }
 
@@ -351,17 +373,25 @@ pub(super) fn check_workflow(s: &SessionRows) -> Result<(), Bad> {
             .data
             .as_deref()
             .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
-            .and_then(|d| d.get("snapshot").cloned());
-        let sha = hex::encode(Sha256::digest(sn.state.as_bytes()));
-        let size = i64::try_from(sn.state.len()).unwrap_or(i64::MAX);
-        let matches = recorded.is_some_and(|r| {
-            r.get("sha256").and_then(|v| v.as_str()) == Some(sha.as_str())
-                && r.get("size_bytes").and_then(|v| v.as_i64()) == Some(size)
-        });
-        if !matches {
+            .and_then(|d| d.get("snapshot").cloned())
+            .unwrap_or_default();
+        let text = |k: &str| recorded.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        let int = |k: &str| recorded.get(k).and_then(serde_json::Value::as_i64);
+        let record = SnapshotRecord {
+            sha256: text("sha256"),
+            size_bytes: int("size_bytes"),
+            payload_sha256: text("payload_sha256"),
+            payload_bytes: int("payload_bytes"),
+        };
+        if let Some((want, _)) = record.check(sn.state.as_bytes(), sn.payload.as_deref()) {
+            let (key, what) = if want.starts_with("payload") || want == "no payload" {
+                ("payload_hex", "payload_bytes, payload_sha256")
+            } else {
+                ("state", "size_bytes, sha256")
+            };
             return Err(Bad::new(
-                field("state"),
-                "does not match the snapshot (size_bytes, sha256) its checkpoint event records",
+                field(key),
+                format!("does not match the snapshot ({what}) its checkpoint event records"),
             ));
         }
     }

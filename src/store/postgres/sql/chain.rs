@@ -4,7 +4,7 @@
 //! `json_extract` gives them ([`super::extracted_text`]).
 
 use super::super::tx::PgTx;
-use super::{col, extracted_int, extracted_string, int};
+use super::{col, int};
 use crate::error::Result;
 use crate::store::rows::ChainRow;
 use crate::store::rows::SnapshotLink;
@@ -35,10 +35,12 @@ pub const FIRST_ORPHAN: &str = "SELECT e.session_id, e.seq FROM events e \
      ORDER BY e.event_id LIMIT 1";
 
 /// A session's snapshots beside their events' records, by seq.
-pub const SNAPSHOT_LINKS: &str = "SELECT s.seq, s.state, \
-     (e.data::json #> '{snapshot,sha256}')::text, (e.data::json #> '{snapshot,size_bytes}')::text \
-     FROM session_snapshots s LEFT JOIN events e ON e.session_id = s.session_id AND e.seq = s.seq \
-     WHERE s.session_id = $1 ORDER BY s.seq";
+pub const SNAPSHOT_LINKS: &str = concat!(
+    "SELECT s.seq, s.state, s.payload, ",
+    super::workflow::snapshot_record_columns!("e.data"),
+    " FROM session_snapshots s LEFT JOIN events e ON e.session_id = s.session_id AND e.seq = s.seq \
+     WHERE s.session_id = $1 ORDER BY s.seq"
+);
 
 /// The first checkpoint event whose recorded snapshot (a non-null
 /// `data.snapshot.sha256`) has no row.
@@ -130,12 +132,12 @@ pub fn snapshot_links(tx: &mut PgTx<'_>, id: &str) -> Result<Vec<SnapshotLink>> 
     tx.rows(SNAPSHOT_LINKS, &[(&id, Type::TEXT)])?
         .iter()
         .map(|r| {
-            Ok((
-                col(r, 0)?,
-                col::<String>(r, 1)?.into_bytes(),
-                extracted_string(col(r, 2)?)?,
-                extracted_int(col(r, 3)?)?,
-            ))
+            Ok(SnapshotLink {
+                seq: col(r, 0)?,
+                state: col::<String>(r, 1)?.into_bytes(),
+                payload: col(r, 2)?,
+                record: super::workflow::map_snapshot_record(r, 3)?,
+            })
         })
         .collect()
 }

@@ -123,10 +123,16 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
             Box::new(i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
             Type::INT8,
         );
+        let payload = next(
+            &mut p,
+            Box::new(sn.payload.map(<[u8]>::to_vec)),
+            Type::BYTEA,
+        );
         sql.push_str(&format!(
             ", sn AS (INSERT INTO session_snapshots \
-             (session_id, seq, step, stage, state, size_bytes, at_ms) \
-             SELECT p.session_id, ev.seq, {step}, p.stage, {state}, {size}, ev.at_ms FROM p, ev) "
+             (session_id, seq, step, stage, state, size_bytes, at_ms, payload) \
+             SELECT p.session_id, ev.seq, {step}, p.stage, {state}, {size}, ev.at_ms, {payload} \
+             FROM p, ev) "
         ));
     }
     sql.push_str(SELECT_AFTER_UPDATE);
@@ -215,7 +221,7 @@ pub const CREATE: &str = concat!(
 /// snapshot when there is a state (its trigger sees the checkpoint event,
 /// read first). $1–$16 as [`CREATE`]; $17 the checkpoint's note, $18 its
 /// data, $19 the snapshot's step, $20 its state (NULL: no snapshot), $21
-/// the state's size in bytes.
+/// the state's size in bytes, $22 its payload or NULL.
 pub const CREATE_FIRST: &str = concat!(
     create_session_rows!("2", "1"),
     "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
@@ -225,8 +231,8 @@ pub const CREATE_FIRST: &str = concat!(
      logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $17, $18, \
      NULL::text) FROM h) e \
      ORDER BY e.seq RETURNING event_id, seq), \
-     sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms) \
-     SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms FROM s, ev \
+     sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms, \
+     payload) SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms, $22 FROM s, ev \
      WHERE ev.seq = 1 AND $20::text IS NOT NULL) ",
     created_session_select!(),
     "s.created_at_ms, ($18::json -> 'step')::text, $17::text, NULL::text[], NULL::text[] \
@@ -256,13 +262,14 @@ pub struct CreateParams {
     first: Option<FirstParams>,
 }
 
-/// [`CREATE_FIRST`]'s $17–$21.
+/// [`CREATE_FIRST`]'s $17–$22.
 struct FirstParams {
     note: Option<String>,
     data: String,
     step: Option<String>,
     state: Option<String>,
     size: Option<i64>,
+    payload: Option<Vec<u8>>,
 }
 
 impl CreateParams {
@@ -300,6 +307,7 @@ impl CreateParams {
                 size: f
                     .snapshot
                     .map(|sn| i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
+                payload: f.snapshot.and_then(|sn| sn.payload.map(<[u8]>::to_vec)),
             }),
         }
     }
@@ -341,6 +349,7 @@ impl CreateParams {
                 (&f.step, Type::TEXT),
                 (&f.state, Type::TEXT),
                 (&f.size, Type::INT8),
+                (&f.payload, Type::BYTEA),
             ]);
         }
         p

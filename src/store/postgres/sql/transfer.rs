@@ -57,7 +57,7 @@ pub const SELECT_BUDGET_FULL: &str = "SELECT max_tokens, max_api_calls, max_dura
      FROM session_budgets WHERE session_id = $1";
 
 /// A session's snapshots with their state, by seq.
-pub const SELECT_SNAPSHOTS_FULL: &str = "SELECT seq, step, stage, state, at_ms \
+pub const SELECT_SNAPSHOTS_FULL: &str = "SELECT seq, step, stage, state, at_ms, payload \
      FROM session_snapshots WHERE session_id = $1 ORDER BY seq";
 
 /// An imported session's references. $1 session, then arrays: kinds, ids,
@@ -105,11 +105,12 @@ pub const INSERT_BUDGET_IMPORT: &str = "INSERT INTO session_budgets (session_id,
      exceeded_at_ms, updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// An imported session's snapshots (after their checkpoint events). $1
-/// session, then arrays: seqs, steps, stages, states, times.
+/// session, then arrays: seqs, steps, stages, states, times, payloads.
 pub const INSERT_SNAPSHOTS_IMPORT: &str = "INSERT INTO session_snapshots (session_id, seq, step, \
-     stage, state, size_bytes, at_ms) SELECT $1, u.seq, u.step, u.stage, u.state, \
-     octet_length(u.state), u.at_ms FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], \
-     $6::int8[]) WITH ORDINALITY AS u(seq, step, stage, state, at_ms, n) ORDER BY u.n";
+     stage, state, size_bytes, at_ms, payload) SELECT $1, u.seq, u.step, u.stage, u.state, \
+     octet_length(u.state), u.at_ms, u.payload FROM unnest($2::int8[], $3::text[], $4::text[], \
+     $5::text[], $6::int8[], $7::bytea[]) WITH ORDINALITY AS u(seq, step, stage, state, at_ms, \
+     payload, n) ORDER BY u.n";
 
 /// An imported session's gates with their recorded decisions. $1 session,
 /// then arrays: names, rounds, kinds, statuses, opened seqs, opened at,
@@ -239,6 +240,7 @@ pub fn select_workflow(tx: &mut PgTx<'_>, id: &str) -> Result<WorkflowRows> {
                 stage: col(r, 2)?,
                 state: json_text(col(r, 3)?).unwrap_or_else(|| "{}".to_owned()),
                 at_ms: col(r, 4)?,
+                payload: col(r, 5)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;

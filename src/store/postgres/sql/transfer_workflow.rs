@@ -43,6 +43,8 @@ pub fn insert_workflow(
         let stage: Vec<Option<&str>> = w.snapshots.iter().map(|s| s.stage.as_deref()).collect();
         let state: Vec<&str> = w.snapshots.iter().map(|s| s.state.as_str()).collect();
         let at: Vec<i64> = w.snapshots.iter().map(|s| s.at_ms).collect();
+        let payload: Vec<Option<&[u8]>> =
+            w.snapshots.iter().map(|s| s.payload.as_deref()).collect();
         tx.try_exec(
             INSERT_SNAPSHOTS_IMPORT,
             &[
@@ -52,6 +54,7 @@ pub fn insert_workflow(
                 (&stage, Type::TEXT_ARRAY),
                 (&state, Type::TEXT_ARRAY),
                 (&at, Type::INT8_ARRAY),
+                (&payload, Type::BYTEA_ARRAY),
             ],
         )?;
     }

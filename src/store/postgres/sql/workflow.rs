@@ -7,7 +7,9 @@ use super::super::tx::PgTx;
 use super::col;
 use crate::error::Result;
 use crate::model::Usage;
-use crate::store::rows::{BudgetRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
+use crate::store::rows::{
+    BudgetRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRecord, SnapshotRow,
+};
 use crate::store::BudgetLimits;
 use postgres::types::Type;
 use postgres::Row;
@@ -17,22 +19,23 @@ pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = $2 \
      WHERE insert_seq = (SELECT insert_seq FROM sessions WHERE session_id = $1)";
 
 /// Stores a snapshot of the checkpoint event at $2 with the session's
-/// stage and time. $1 id, $3 step, $4 state, $5 size in bytes.
+/// stage and time. $1 id, $3 step, $4 state, $5 size in bytes, $6 payload
+/// or NULL.
 pub const INSERT_SNAPSHOT: &str = "INSERT INTO session_snapshots \
-     (session_id, seq, step, stage, state, size_bytes, at_ms) \
-     SELECT $1, $2, $3, s.stage, $4, $5, s.updated_at_ms FROM sessions s WHERE s.session_id = $1";
+     (session_id, seq, step, stage, state, size_bytes, at_ms, payload) \
+     SELECT $1, $2, $3, s.stage, $4, $5, s.updated_at_ms, $6 FROM sessions s WHERE s.session_id = $1";
 
 /// A session's snapshots without state, by seq.
-pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms \
-     FROM session_snapshots WHERE session_id = $1 ORDER BY seq";
+pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     octet_length(payload)::int8 FROM session_snapshots WHERE session_id = $1 ORDER BY seq";
 
 /// One snapshot with its state. $1 id, $2 seq.
-pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
-     FROM session_snapshots WHERE session_id = $1 AND seq = $2";
+pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     octet_length(payload)::int8, state, payload FROM session_snapshots WHERE session_id = $1 AND seq = $2";
 
 /// The newest snapshot with its state.
-pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
-     FROM session_snapshots WHERE session_id = $1 ORDER BY seq DESC LIMIT 1";
+pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     octet_length(payload)::int8, state, payload FROM session_snapshots WHERE session_id = $1 ORDER BY seq DESC LIMIT 1";
 
 macro_rules! gate_columns {
     () => {
@@ -114,11 +117,13 @@ fn map_snapshot(r: &Row, with_state: bool) -> Result<SnapshotRow> {
         stage: col(r, 2)?,
         size_bytes: col(r, 3)?,
         at_ms: col(r, 4)?,
+        payload_bytes: col(r, 5)?,
         state: if with_state {
-            col(r, 5)?
+            col(r, 6)?
         } else {
             String::new()
         },
+        payload: if with_state { col(r, 7)? } else { None },
     })
 }
 
@@ -129,6 +134,7 @@ pub fn insert_snapshot(
     seq: i64,
     step: Option<&str>,
     state: &str,
+    payload: Option<&[u8]>,
 ) -> Result<()> {
     let size = i64::try_from(state.len()).unwrap_or(i64::MAX);
     tx.exec(
@@ -139,6 +145,7 @@ pub fn insert_snapshot(
             (&step, Type::TEXT),
             (&state, Type::TEXT),
             (&size, Type::INT8),
+            (&payload, Type::BYTEA),
         ],
     )
     .map(|_| ())
@@ -161,26 +168,51 @@ pub fn find_snapshot(tx: &mut PgTx<'_>, id: &str, seq: Option<i64>) -> Result<Op
     row.map(|r| map_snapshot(&r, true)).transpose()
 }
 
-const SELECT_SNAPSHOT_RECORD: &str = "SELECT (data::json #>> '{snapshot,sha256}'), \
-     (data::json #>> '{snapshot,size_bytes}') FROM events \
-     WHERE session_id = $1 AND seq = $2 AND type = 'checkpoint'";
+/// The four fields of a checkpoint event's snapshot record, as text
+/// (`#>>`), from its `data` column named by the macro's argument.
+macro_rules! snapshot_record_columns {
+    ($data:literal) => {
+        concat!(
+            "(",
+            $data,
+            "::json #>> '{snapshot,sha256}'), (",
+            $data,
+            "::json #>> '{snapshot,size_bytes}'), (",
+            $data,
+            "::json #>> '{snapshot,payload_sha256}'), (",
+            $data,
+            "::json #>> '{snapshot,payload_bytes}')"
+        )
+    };
+}
+pub(crate) use snapshot_record_columns;
+
+const SELECT_SNAPSHOT_RECORD: &str = concat!(
+    "SELECT ",
+    snapshot_record_columns!("data"),
+    " FROM events WHERE session_id = $1 AND seq = $2 AND type = 'checkpoint'"
+);
+
+/// Reads [`snapshot_record_columns`] from column `first` on; a size that
+/// is not an integer is no record.
+pub fn map_snapshot_record(r: &Row, first: usize) -> Result<SnapshotRecord> {
+    let int = |s: Option<String>| s.and_then(|s| s.parse().ok());
+    Ok(SnapshotRecord {
+        sha256: col(r, first)?,
+        size_bytes: int(col(r, first + 1)?),
+        payload_sha256: col(r, first + 2)?,
+        payload_bytes: int(col(r, first + 3)?),
+    })
+}
 
 /// What the checkpoint event at `seq` records of its snapshot.
-pub fn snapshot_record(
-    tx: &mut PgTx<'_>,
-    id: &str,
-    seq: i64,
-) -> Result<Option<(Option<String>, Option<i64>)>> {
-    let Some(r) = tx.row(
+pub fn snapshot_record(tx: &mut PgTx<'_>, id: &str, seq: i64) -> Result<Option<SnapshotRecord>> {
+    tx.row(
         SELECT_SNAPSHOT_RECORD,
         &[(&id, Type::TEXT), (&seq, Type::INT8)],
     )?
-    else {
-        return Ok(None);
-    };
-    let sha: Option<String> = col(&r, 0)?;
-    let size: Option<String> = col(&r, 1)?;
-    Ok(Some((sha, size.and_then(|s| s.parse().ok()))))
+    .map(|r| map_snapshot_record(&r, 0))
+    .transpose()
 }
 
 fn map_gate(r: &Row) -> Result<GateRow> {

@@ -19,8 +19,8 @@ use crate::store::rows::{
     PurgeScan, PurgedChildRow, Tombstone,
 };
 use crate::store::{
-    rows::SnapshotLink, BudgetLimits, FeedPos, FeedScan, FeedStart, RunChange, SessionChange,
-    SessionGuard, SessionRow, SessionsPage, Tx,
+    rows::SnapshotLink, rows::SnapshotRecord, BudgetLimits, FeedPos, FeedScan, FeedStart,
+    RunChange, SessionChange, SessionGuard, SessionRow, SessionsPage, Tx,
 };
 use postgres::types::Type;
 
@@ -190,8 +190,9 @@ impl Tx for PgTx<'_> {
         seq: i64,
         step: Option<&str>,
         state: &str,
+        payload: Option<&[u8]>,
     ) -> Result<()> {
-        pw::insert_snapshot(self, id, seq, step, state)
+        pw::insert_snapshot(self, id, seq, step, state, payload)
     }
 
     fn select_snapshots(&mut self, id: &str) -> Result<Vec<SnapshotRow>> {
@@ -202,11 +203,7 @@ impl Tx for PgTx<'_> {
         pw::find_snapshot(self, id, seq)
     }
 
-    fn snapshot_record(
-        &mut self,
-        id: &str,
-        seq: i64,
-    ) -> Result<Option<(Option<String>, Option<i64>)>> {
+    fn snapshot_record(&mut self, id: &str, seq: i64) -> Result<Option<SnapshotRecord>> {
         pw::snapshot_record(self, id, seq)
     }
 

@@ -145,21 +145,27 @@ pub fn first_orphan(conn: &Connection) -> rusqlite::Result<Option<(String, i64)>
     .optional()
 }
 
-/// A session's snapshots beside what their checkpoint events recorded:
-/// `(seq, state bytes, recorded sha256 hex, recorded size_bytes)`; the
-/// recorded values are `None` when no event at that seq records a snapshot.
+/// A session's snapshots beside what their checkpoint events recorded
+/// (all `None` when no event at that seq records a snapshot), by seq.
 pub fn snapshot_links(conn: &Connection, session_id: &str) -> rusqlite::Result<Vec<SnapshotLink>> {
     let mut st = conn.prepare_cached(
-        "SELECT s.seq, CAST(s.state AS BLOB), json_extract(e.data, '$.snapshot.sha256'), \
-                json_extract(e.data, '$.snapshot.size_bytes') \
+        "SELECT s.seq, CAST(s.state AS BLOB), s.payload, json_extract(e.data, '$.snapshot.sha256'), \
+                json_extract(e.data, '$.snapshot.size_bytes'), \
+                json_extract(e.data, '$.snapshot.payload_sha256'), \
+                json_extract(e.data, '$.snapshot.payload_bytes') \
          FROM session_snapshots s LEFT JOIN events e ON e.session_id = s.session_id AND e.seq = s.seq \
          WHERE s.session_id = ?1",
     )?;
     let rows = st.query_map(params![session_id], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        Ok(SnapshotLink {
+            seq: r.get(0)?,
+            state: r.get(1)?,
+            payload: r.get(2)?,
+            record: super::workflow::map_snapshot_record(r, 3),
+        })
     })?;
     let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-    out.sort_by_key(|r| r.0);
+    out.sort_by_key(|r| r.seq);
     Ok(out)
 }
 

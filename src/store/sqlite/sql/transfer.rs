@@ -80,13 +80,13 @@ pub const INSERT_BUDGET_IMPORT: &str = "INSERT INTO session_budgets (session_id,
 
 /// A session's snapshots with their state (sorted by seq in Rust).
 pub const SELECT_SNAPSHOTS_FULL: &str =
-    "SELECT seq, step, stage, state, at_ms FROM session_snapshots WHERE session_id = ?1";
+    "SELECT seq, step, stage, state, at_ms, payload FROM session_snapshots WHERE session_id = ?1";
 
 /// An imported snapshot (after its checkpoint event: trigger
 /// `session_snapshots_append_only`). ?1 session, ?2 seq, ?3 step, ?4 stage,
 /// ?5 state, ?6 size in bytes, ?7 at_ms.
 pub const INSERT_SNAPSHOT_IMPORT: &str = "INSERT INTO session_snapshots (session_id, seq, step, \
-     stage, state, size_bytes, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+     stage, state, size_bytes, at_ms, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// An imported gate, inserted with its recorded status and decision (no
 /// UPDATE: `session_gates_decide_once` is not involved). ?1 session,
@@ -250,7 +250,7 @@ fn insert_workflow(conn: &Connection, id: &str, w: &WorkflowRows) -> rusqlite::R
         let size = i64::try_from(sn.state.len()).unwrap_or(i64::MAX);
         conn.prepare_cached(INSERT_SNAPSHOT_IMPORT)?
             .execute(params![
-                id, sn.seq, sn.step, sn.stage, sn.state, size, sn.at_ms
+                id, sn.seq, sn.step, sn.stage, sn.state, size, sn.at_ms, sn.payload
             ])?;
     }
     for g in &w.gates {
@@ -322,6 +322,7 @@ pub fn select_workflow(conn: &Connection, id: &str) -> rusqlite::Result<Workflow
             stage: opt_text(r, 2)?,
             state: json_text(r, 3)?.unwrap_or_else(|| "{}".to_owned()),
             at_ms: r.get(4)?,
+            payload: r.get(5)?,
         })
     })?;
     let mut snapshots = rows.collect::<rusqlite::Result<Vec<_>>>()?;

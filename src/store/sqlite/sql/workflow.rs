@@ -9,7 +9,9 @@
 use crate::store::sqlite::codec::{opt_text, text};
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub use crate::store::rows::{ChildRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRow};
+pub use crate::store::rows::{
+    ChildRow, GateFull, GateRow, LeaseRow, NewGate, SnapshotRecord, SnapshotRow,
+};
 
 /// Replaces a session's context (restore). ?1 id, ?2 context JSON text.
 pub const UPDATE_CONTEXT: &str = "UPDATE session_data SET context = ?2 \
@@ -23,24 +25,25 @@ pub const SELECT_SNAPSHOT_CONTEXT: &str =
     "SELECT stage, updated_at_ms FROM sessions WHERE session_id = ?1";
 
 /// Stores a snapshot for the checkpoint event at ?2. ?1 id, ?3 step, ?4
-/// stage, ?5 state JSON, ?6 size in bytes, ?7 time. A `VALUES` insert, not
+/// stage, ?5 state JSON, ?6 size in bytes, ?7 time, ?8 payload or NULL. A `VALUES` insert, not
 /// `INSERT … SELECT`: on a table with triggers SQLite buffers the selected
 /// rows through a temporary B-tree on every call
 /// (`hot_statements_use_no_temp_btree`).
 pub const INSERT_SNAPSHOT: &str = "INSERT INTO session_snapshots \
-     (session_id, seq, step, stage, state, size_bytes, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+     (session_id, seq, step, stage, state, size_bytes, at_ms, payload) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// A session's snapshots without their state (sorted by seq in Rust).
-pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms \
-     FROM session_snapshots WHERE session_id = ?1";
+pub const SELECT_SNAPSHOTS: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     length(payload) FROM session_snapshots WHERE session_id = ?1";
 
 /// One snapshot with its state. ?1 id, ?2 seq.
-pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
-     FROM session_snapshots WHERE session_id = ?1 AND seq = ?2";
+pub const SELECT_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     length(payload), state, payload FROM session_snapshots WHERE session_id = ?1 AND seq = ?2";
 
 /// The newest snapshot with its state. ?1 id.
-pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, state \
-     FROM session_snapshots WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
+pub const SELECT_LATEST_SNAPSHOT: &str = "SELECT seq, step, stage, size_bytes, at_ms, \
+     length(payload), state, payload FROM session_snapshots WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1";
 
 fn map_snapshot(r: &rusqlite::Row<'_>, with_state: bool) -> rusqlite::Result<SnapshotRow> {
     Ok(SnapshotRow {
@@ -49,11 +52,13 @@ fn map_snapshot(r: &rusqlite::Row<'_>, with_state: bool) -> rusqlite::Result<Sna
         stage: opt_text(r, 2)?,
         size_bytes: r.get(3)?,
         at_ms: r.get(4)?,
+        payload_bytes: r.get(5)?,
         state: if with_state {
-            text(r, 5)?
+            text(r, 6)?
         } else {
             String::new()
         },
+        payload: if with_state { r.get(7)? } else { None },
     })
 }
 
@@ -64,13 +69,14 @@ pub fn insert_snapshot(
     seq: i64,
     step: Option<&str>,
     state: &str,
+    payload: Option<&[u8]>,
 ) -> rusqlite::Result<()> {
     let size = i64::try_from(state.len()).unwrap_or(i64::MAX);
     let (stage, at_ms): (Option<String>, i64) = conn
         .prepare_cached(SELECT_SNAPSHOT_CONTEXT)?
         .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     conn.prepare_cached(INSERT_SNAPSHOT)?
-        .execute(params![id, seq, step, stage, state, size, at_ms])
+        .execute(params![id, seq, step, stage, state, size, at_ms, payload])
         .map(|_| ())
 }
 
@@ -101,25 +107,32 @@ pub fn find_snapshot(
     }
 }
 
-/// What the checkpoint event at ?2 records of its snapshot: SHA-256 hex
-/// and size in bytes. ?1 id.
+/// What the checkpoint event at ?2 records of its snapshot: the state's
+/// SHA-256 hex and size in bytes, the payload's. ?1 id.
 pub const SELECT_SNAPSHOT_RECORD: &str = "SELECT json_extract(data, '$.snapshot.sha256'), \
-     json_extract(data, '$.snapshot.size_bytes') FROM events \
+     json_extract(data, '$.snapshot.size_bytes'), json_extract(data, '$.snapshot.payload_sha256'), \
+     json_extract(data, '$.snapshot.payload_bytes') FROM events \
      WHERE session_id = ?1 AND seq = ?2 AND type = 'checkpoint'";
+
+/// Reads the four columns of a snapshot's record from `first` on (a value
+/// of another type than recorded is no record).
+pub fn map_snapshot_record(r: &rusqlite::Row<'_>, first: usize) -> SnapshotRecord {
+    SnapshotRecord {
+        sha256: r.get::<_, Option<String>>(first).unwrap_or(None),
+        size_bytes: r.get::<_, Option<i64>>(first + 1).unwrap_or(None),
+        payload_sha256: r.get::<_, Option<String>>(first + 2).unwrap_or(None),
+        payload_bytes: r.get::<_, Option<i64>>(first + 3).unwrap_or(None),
+    }
+}
 
 /// What the checkpoint event at `seq` records of its snapshot.
 pub fn snapshot_record(
     conn: &Connection,
     id: &str,
     seq: i64,
-) -> rusqlite::Result<Option<(Option<String>, Option<i64>)>> {
+) -> rusqlite::Result<Option<SnapshotRecord>> {
     conn.prepare_cached(SELECT_SNAPSHOT_RECORD)?
-        .query_row(params![id, seq], |r| {
-            // A value of another type than recorded is no record.
-            let sha = r.get::<_, Option<String>>(0).unwrap_or(None);
-            let size = r.get::<_, Option<i64>>(1).unwrap_or(None);
-            Ok((sha, size))
-        })
+        .query_row(params![id, seq], |r| Ok(map_snapshot_record(r, 0)))
         .optional()
 }
 

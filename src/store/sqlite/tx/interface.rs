@@ -7,8 +7,8 @@ use crate::model::{Event, Run, Session, Usage};
 use crate::store::rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
     NewGate, NewPurge, PurgeCandidate, PurgeEnd, PurgeEndRow, PurgeProgress, PurgeRecheck,
-    PurgeRow, PurgeScan, PurgedChildRow, SessionRows, SessionState, SnapshotRow, StoredEvent,
-    StoredRef, Tombstone, WorkflowRows,
+    PurgeRow, PurgeScan, PurgedChildRow, SessionRows, SessionState, SnapshotRecord, SnapshotRow,
+    StoredEvent, StoredRef, Tombstone, WorkflowRows,
 };
 use crate::store::sqlite::sql::{
     budgets as sb, chain as sc, events as ev, feed, list, retention as rt, runs as sr,
@@ -183,8 +183,9 @@ impl Tx for SqliteTx<'_> {
         seq: i64,
         step: Option<&str>,
         state: &str,
+        payload: Option<&[u8]>,
     ) -> Result<()> {
-        ws::insert_snapshot(self.conn, id, seq, step, state).map_err(db)
+        ws::insert_snapshot(self.conn, id, seq, step, state, payload).map_err(db)
     }
 
     fn select_snapshots(&mut self, id: &str) -> Result<Vec<SnapshotRow>> {
@@ -195,11 +196,7 @@ impl Tx for SqliteTx<'_> {
         ws::find_snapshot(self.conn, id, seq).map_err(db)
     }
 
-    fn snapshot_record(
-        &mut self,
-        id: &str,
-        seq: i64,
-    ) -> Result<Option<(Option<String>, Option<i64>)>> {
+    fn snapshot_record(&mut self, id: &str, seq: i64) -> Result<Option<SnapshotRecord>> {
         ws::snapshot_record(self.conn, id, seq).map_err(db)
     }
 
