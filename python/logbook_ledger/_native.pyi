@@ -116,6 +116,7 @@ class Ledger:
         operation: Optional[_Strs] = None,
         deployment: Optional[_Strs] = None,
         state: Optional[_Json] = None,
+        payload: Optional[Union[bytes, bytearray]] = None,
         if_rev: Optional[int] = None,
         idempotency_key: Optional[str] = None,
         lease: Optional[str] = None,

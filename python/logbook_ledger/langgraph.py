@@ -1,8 +1,8 @@
 """LangGraph checkpoint savers on logbook (docs/python.md, "LangGraph").
 
 A LangGraph thread is a logbook session of app ``langgraph``; each
-LangGraph checkpoint is a logbook checkpoint whose snapshot state holds the
-serializer's bytes as they are (hex, see docs/python.md for the shape), and
+LangGraph checkpoint is a logbook checkpoint whose snapshot payload holds the
+serializer's bytes as they are (see docs/python.md for the shape), and
 each ``put_writes`` call is one ``x.langgraph.writes`` event of that
 session. ``delete_thread`` cancels the thread's session and purges it: the
 session's rows go, a tombstone and the purge record stay (README,
@@ -48,8 +48,10 @@ from . import Ledger, SessionInvalidTransition, SessionNotFound
 APP = "langgraph"
 #: The type of the event each ``put_writes`` appends.
 WRITES_EVENT = "x.langgraph.writes"
-#: The state's format version (docs/python.md).
-STATE_VERSION = 1
+#: The state's format version (docs/python.md): 2 keeps the serializer's
+#: bytes in the snapshot's payload; 1 (before schema V11) kept them as hex
+#: in the state, and still reads back.
+STATE_VERSION = 2
 _TAG = "langgraph.thread."
 _STEP = "langgraph "
 _FIND_STATUSES = ["pending", "active", "paused", "completed", "failed"]
@@ -67,6 +69,21 @@ def _hex(text: str) -> str:
 
 def _unhex(text: str) -> str:
     return bytes.fromhex(text).decode("utf-8")
+
+
+def _blobs(snap: dict) -> tuple[dict, str, bytes, str, bytes]:
+    """(state, checkpoint type, its bytes, metadata type, its bytes) of a
+    snapshot this saver wrote: the bytes are the payload's, one after the
+    other (state v2), or hex in the state (v1)."""
+    state = snap["state"]
+    cp, md = state["checkpoint"], state["metadata"]
+    if "hex" in cp:
+        return state, cp["type"], bytes.fromhex(cp["hex"]), md["type"], bytes.fromhex(md["hex"])
+    payload = snap["payload"] or b""
+    n = cp["bytes"]
+    if n + md["bytes"] != len(payload):
+        raise ValueError("a LangGraph checkpoint's payload does not hold the sizes its state gives")
+    return state, cp["type"], payload[:n], md["type"], payload[n:]
 
 
 def _thread_tag(thread_id: str) -> str:
@@ -378,16 +395,17 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         type, bytes) of the checkpoint at ``seq``, read once."""
         got = self._cached(sid, seq)
         if got is None:
-            state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
-            cp, md = state["checkpoint"], state["metadata"]
+            state, cp_type, cp_bytes, md_type, md_bytes = _blobs(
+                self.ledger.snapshot(sid, checkpoint=seq)
+            )
             got = (
                 _unhex(state["checkpoint_ns"]),
                 state["checkpoint_id"],
                 state.get("parent_checkpoint_id"),
-                cp["type"],
-                bytes.fromhex(cp["hex"]),
-                md["type"],
-                bytes.fromhex(md["hex"]),
+                cp_type,
+                cp_bytes,
+                md_type,
+                md_bytes,
             )
             self._cache(sid, seq, got, len(got[4]) + len(got[6]))
         return got
@@ -571,16 +589,18 @@ class LogbookSaver(BaseCheckpointSaver[str]):
             "checkpoint_ns": _hex(ns),
             "checkpoint_id": cid,
             "parent_checkpoint_id": conf.get("checkpoint_id"),
-            "checkpoint": {"type": cp_type, "hex": cp_bytes.hex()},
-            "metadata": {"type": md_type, "hex": md_bytes.hex()},
+            "checkpoint": {"type": cp_type, "bytes": len(cp_bytes)},
+            "metadata": {"type": md_type, "bytes": len(md_bytes)},
         }
+        payload = cp_bytes + md_bytes
         step = f"{_STEP}{_ns_key(ns)} {_hex(cid)}"
-        if not self._create_with(thread_id, {"step": step, "state": state}):
+        first = {"step": step, "state": state, "payload": payload}
+        if not self._create_with(thread_id, first):
             key = self._key()
             self._write(
                 thread_id,
                 lambda sid: self.ledger.checkpoint(
-                    sid, step=step, state=state, idempotency_key=key
+                    sid, step=step, state=state, payload=payload, idempotency_key=key
                 ),
             )
         return {
@@ -684,12 +704,14 @@ class LogbookSaver(BaseCheckpointSaver[str]):
     def _replay(self, src: str, dst: str, items: list[tuple]) -> None:
         """Writes ``items`` of session ``src`` into session ``dst``: each
         checkpoint with its snapshot state, each writes event as it is."""
-        for kind, seq, payload, _ in items:
+        for kind, seq, item, _ in items:
             if kind == "cp":
-                state = self.ledger.snapshot(src, checkpoint=seq)["state"]
-                self.ledger.checkpoint(dst, step=payload, state=state)
+                snap = self.ledger.snapshot(src, checkpoint=seq)
+                self.ledger.checkpoint(
+                    dst, step=item, state=snap["state"], payload=snap["payload"]
+                )
             else:
-                self.ledger.append_event(dst, type=WRITES_EVENT, data=payload)
+                self.ledger.append_event(dst, type=WRITES_EVENT, data=item)
 
     def _new_session(
         self,
@@ -791,12 +813,13 @@ class LogbookSaver(BaseCheckpointSaver[str]):
                 self._supersede(thread_id, self._keep_latest)
 
     def _decoded_state(self, sid: str, seq: int) -> tuple[dict, Any, Any]:
-        state = self.ledger.snapshot(sid, checkpoint=seq)["state"]
-        cp, md = state["checkpoint"], state["metadata"]
+        state, cp_type, cp_bytes, md_type, md_bytes = _blobs(
+            self.ledger.snapshot(sid, checkpoint=seq)
+        )
         return (
             state,
-            self.serde.loads_typed((cp["type"], bytes.fromhex(cp["hex"]))),
-            self.serde.loads_typed((md["type"], bytes.fromhex(md["hex"]))),
+            self.serde.loads_typed((cp_type, cp_bytes)),
+            self.serde.loads_typed((md_type, md_bytes)),
         )
 
     def _keep_latest(self, sid: str, cps: dict[tuple[str, str], int]) -> set:

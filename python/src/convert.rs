@@ -5,7 +5,7 @@ use crate::errors::{invalid, to_py_err};
 use logbook::{CheckpointRequest, Error, Mutation, SessionStatus};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 use serde::Serialize;
 
 /// `create_session`'s `checkpoint` dict as a request: the keys are
@@ -34,19 +34,39 @@ pub(crate) fn first_checkpoint(
             "operation" => req.operation_ids = strings(py, "operation", Some(&v))?,
             "deployment" => req.deployment_ids = strings(py, "deployment", Some(&v))?,
             "state" => req.state = to_json(py, "state", Some(&v))?,
+            "payload" => req.payload = bytes_arg(py, "payload", Some(&v))?,
             _ => {
                 return Err(invalid(
                     py,
                     "checkpoint",
                     format!(
-                        "unknown key `{key}`: expected step, note, plan, operation, deployment \
-                         or state"
+                        "unknown key `{key}`: expected step, note, plan, operation, deployment, \
+                         state or payload"
                     ),
                 ))
             }
         }
     }
     Ok(req)
+}
+
+/// A `bytes` or `bytearray` argument (`None`: absent), copied once; any
+/// other type is INVALID_ARGUMENT on `field`.
+pub(crate) fn bytes_arg(
+    py: Python<'_>,
+    field: &str,
+    v: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Vec<u8>>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(Some(b.as_bytes().to_vec()));
+    }
+    if let Ok(b) = v.cast::<PyByteArray>() {
+        return Ok(Some(b.to_vec()));
+    }
+    Err(invalid(py, field, "must be bytes or a bytearray"))
 }
 
 static JSON: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();

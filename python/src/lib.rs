@@ -160,7 +160,7 @@ impl Ledger {
     /// Creates a session (`logbook session create`): active, or pending
     /// with `pending=True`. Returns the session at rev 1 — or, given
     /// `checkpoint` (a dict of `checkpoint`'s keywords: `step`, `note`,
-    /// `plan`, `operation`, `deployment`, `state`), at rev 2 with that
+    /// `plan`, `operation`, `deployment`, `state`, `payload`), at rev 2 with that
     /// first checkpoint recorded in the same transaction (one commit).
     #[pyo3(signature = (title, *, app=None, goal=None, agent=None, parent=None, route=None,
         stage=None, tag=None, context=None, metadata=None, pending=false, idempotency_key=None,
@@ -249,9 +249,11 @@ impl Ledger {
 
     /// Records a checkpoint on an active session (`session checkpoint`):
     /// a step, a note, linked references (`plan`, `operation`,
-    /// `deployment`: a string or a list) and a snapshot (`state`, a dict).
+    /// `deployment`: a string or a list) and a snapshot (`state`, a dict,
+    /// and beside it `payload`, bytes kept exactly and never redacted, ≤ 16
+    /// MiB).
     #[pyo3(signature = (id, *, step=None, note=None, plan=None, operation=None, deployment=None,
-        state=None, if_rev=None, idempotency_key=None, lease=None))]
+        state=None, payload=None, if_rev=None, idempotency_key=None, lease=None))]
     #[allow(clippy::too_many_arguments)]
     fn checkpoint(
         &self,
@@ -263,6 +265,7 @@ impl Ledger {
         operation: Option<&Bound<'_, PyAny>>,
         deployment: Option<&Bound<'_, PyAny>>,
         state: Option<&Bound<'_, PyAny>>,
+        payload: Option<&Bound<'_, PyAny>>,
         if_rev: Option<i64>,
         idempotency_key: Option<String>,
         lease: Option<String>,
@@ -274,6 +277,7 @@ impl Ledger {
             operation_ids: strings(py, "operation", operation)?,
             deployment_ids: strings(py, "deployment", deployment)?,
             state: to_json(py, "state", state)?,
+            payload: bytes_arg(py, "payload", payload)?,
         };
         let m = mutation(if_rev, idempotency_key, lease);
         self.write(py, |l| l.checkpoint(&id, req, &m))

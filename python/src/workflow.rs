@@ -7,6 +7,7 @@ use crate::Ledger;
 use logbook::ledger::{PurgeFilter, PurgeRequest};
 use logbook::{ForkRequest, GateKind, LockRequest, OnExceed, RecordUsage, SetBudget};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::path::PathBuf;
 
 #[pymethods]
@@ -17,10 +18,19 @@ impl Ledger {
     }
 
     /// One checkpoint snapshot with its state: the one at seq
-    /// `checkpoint`, or the newest.
+    /// `checkpoint`, or the newest. Its `payload` is the bytes stored
+    /// beside the state, or `None`.
     #[pyo3(signature = (id, *, checkpoint=None))]
     fn snapshot(&self, py: Python<'_>, id: String, checkpoint: Option<i64>) -> PyResult<Py<PyAny>> {
-        self.call(py, |l| l.snapshot(&id, checkpoint))
+        let mut payload = None;
+        let out = self.call(py, |l| {
+            let mut s = l.snapshot(&id, checkpoint)?;
+            payload = s.payload.take();
+            Ok(s)
+        })?;
+        let bytes = payload.map(|p| PyBytes::new(py, &p));
+        out.bind(py).set_item("payload", bytes)?;
+        Ok(out)
     }
 
     /// Restores a session's context and stage from the snapshot at seq

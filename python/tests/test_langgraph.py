@@ -162,3 +162,89 @@ def test_delete_for_runs_keeps_the_other_runs(db_path):
         saver.delete_for_runs(["run-9"])
         saver.delete_for_runs([])
         assert saver._find("a") == kept
+
+
+def test_the_serializers_bytes_are_the_snapshots_payload_at_their_size(db_path):
+    # docs/schema.md, "session_snapshots": the checkpoint's and metadata's
+    # bytes, one after the other, as the payload; the state holds their
+    # types and sizes only, so a checkpoint costs its bytes and a small
+    # constant, whatever its size.
+    import sqlite3
+
+    big = bytes(range(256)) * 4096  # 1 MiB: over the old hex cap of ~128 KiB
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        c1 = put(saver, "t-bytes", values={"raw": big})
+        c2 = put(saver, "t-bytes", parent=c1, values={"raw": b"\x00"})
+        cp_type, cp_bytes = saver.serde.dumps_typed(
+            saver.get_tuple(c1).checkpoint
+        )
+        tup = saver.get_tuple(c1)
+        assert tup.checkpoint["channel_values"]["raw"] == big
+        assert saver.get_tuple(c2).checkpoint["channel_values"]["raw"] == b"\x00"
+    con = sqlite3.connect(db_path)
+    rows = con.execute(
+        "SELECT length(CAST(state AS BLOB)), length(payload) FROM session_snapshots ORDER BY seq"
+    ).fetchall()
+    con.close()
+    assert len(rows) == 2
+    state_len, payload_len = rows[0]
+    assert state_len < 400
+    # The payload is the checkpoint's bytes plus the metadata's (tens of bytes).
+    assert len(cp_bytes) <= payload_len < len(cp_bytes) + 200
+    assert payload_len < len(big) + 1024
+    with lb.Ledger(db_path) as led:
+        (s,) = led.list_sessions(app=APP)["sessions"]
+        snap = led.snapshot(s["session_id"], checkpoint=1)
+        st = snap["state"]
+        assert st["v"] == 2
+        n = st["checkpoint"]["bytes"]
+        assert snap["payload"][:n] == cp_bytes
+        assert n + st["metadata"]["bytes"] == len(snap["payload"]) == payload_len
+        assert led.verify()["sessions"] == 1
+
+
+def test_checkpoints_written_with_hex_state_still_read_back(db_path):
+    # Before schema V11 the bytes were hex in the state ("v": 1); such a
+    # checkpoint (written here as that saver wrote it) reads back the same.
+    from logbook_ledger import langgraph as lg
+
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        c1 = put(saver, "t-old", values={"msg": "new"})
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"msg": "old"}
+        cp_type, cp_bytes = saver.serde.dumps_typed(cp)
+        md_type, md_bytes = saver.serde.dumps_typed({"source": "loop", "step": 5})
+        sid = saver.ledger.list_sessions(app=APP)["sessions"][0]["session_id"]
+        state = {
+            "v": 1,
+            "checkpoint_ns": "",
+            "checkpoint_id": cp["id"],
+            "parent_checkpoint_id": c1["configurable"]["checkpoint_id"],
+            "checkpoint": {"type": cp_type, "hex": cp_bytes.hex()},
+            "metadata": {"type": md_type, "hex": md_bytes.hex()},
+        }
+        step = f"{lg._STEP}{lg._ns_key('')} {lg._hex(cp['id'])}"
+        saver.ledger.checkpoint(sid, step=step, state=state)
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        tup = saver.get_tuple({"configurable": {"thread_id": "t-old", "checkpoint_id": cp["id"]}})
+        assert tup.checkpoint["channel_values"] == {"msg": "old"}
+        assert tup.metadata["step"] == 5
+        assert [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "t-old"}})] == [
+            cp["id"],
+            c1["configurable"]["checkpoint_id"],
+        ]
+        # A copy carries both forms as they are.
+        saver.copy_thread("t-old", "t-copy")
+        got = saver.get_tuple({"configurable": {"thread_id": "t-copy", "checkpoint_id": cp["id"]}})
+        assert got.checkpoint["channel_values"] == {"msg": "old"}
+
+
+def test_a_checkpoint_over_the_payload_cap_is_refused_and_writes_nothing(db_path):
+    with LogbookSaver.from_conn_string(db_path) as saver:
+        c1 = put(saver, "t-cap", values={"msg": "small"})
+        with pytest.raises(lb.InvalidArgument) as ei:
+            put(saver, "t-cap", parent=c1, values={"raw": b"\x01" * (16 * 1024 * 1024 + 1)})
+        assert ei.value.details.get("field") == "payload"
+        assert [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "t-cap"}})] == [
+            c1["configurable"]["checkpoint_id"]
+        ]

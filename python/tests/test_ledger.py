@@ -147,6 +147,31 @@ def test_snapshots_restore_fork(ledger):
     assert (child["parent_session_id"], child["context"], child["title"]) == (sid, {"v": 2}, "retry")
 
 
+def test_a_snapshot_payload_is_bytes_kept_exactly(ledger):
+    sid = ledger.create_session(
+        "t", checkpoint={"step": "one", "state": {"v": 1}, "payload": b"\x00\xffsk-secret-looking"}
+    )["session_id"]
+    ledger.checkpoint(sid, step="two", state={"v": 2}, payload=bytearray(b"\x01\x02"))
+    ledger.checkpoint(sid, step="three", state={"v": 3})
+    assert ledger.snapshot(sid, checkpoint=1)["payload"] == b"\x00\xffsk-secret-looking"
+    two = ledger.snapshot(sid, checkpoint=2)
+    assert (two["payload"], two["payload_bytes"]) == (b"\x01\x02", 2)
+    assert ledger.snapshot(sid)["payload"] is None
+    cps = ledger.checkpoints(sid)["checkpoints"]
+    assert [c.get("payload_bytes") for c in cps] == [19, 2, None]
+    rev = ledger.show_session(sid)["session"]["rev"]
+    for kwargs, field in [
+        ({"step": "x", "payload": b"1"}, "payload"),
+        ({"state": {}, "payload": "text"}, "payload"),
+        ({"state": {}, "payload": [1, 2]}, "payload"),
+    ]:
+        with pytest.raises(lb.InvalidArgument) as ei:
+            ledger.checkpoint(sid, **kwargs)
+        assert ei.value.details["field"] == field
+    assert ledger.show_session(sid)["session"]["rev"] == rev
+    assert ledger.verify()["sessions"] == 1
+
+
 def test_create_with_a_first_checkpoint(ledger):
     s = ledger.create_session(
         "t", app="a", checkpoint={"step": "one", "note": "n", "plan": "p-1", "state": {"v": 1}}
