@@ -149,12 +149,13 @@ def raw_calls(saver, tag: str, n: int, new_threads: bool) -> float:
     for i, c in enumerate(cks):
         cp_type, cp_bytes = serde.dumps_typed(c)
         md_type, md_bytes = serde.dumps_typed({"source": "loop", "step": i})
-        state = {"v": 1, "checkpoint_ns": "", "checkpoint_id": c["id"],
+        state = {"v": 2, "checkpoint_ns": "", "checkpoint_id": c["id"],
                  "parent_checkpoint_id": None,
-                 "checkpoint": {"type": cp_type, "hex": cp_bytes.hex()},
-                 "metadata": {"type": md_type, "hex": md_bytes.hex()}}
+                 "checkpoint": {"type": cp_type, "bytes": len(cp_bytes)},
+                 "metadata": {"type": md_type, "bytes": len(md_bytes)}}
         s = create(f"{tag}-{i}") if new_threads else sid
-        led.checkpoint(s, step=f"{_STEP}{_ns_key('')} {_hex(c['id'])}", state=state)
+        led.checkpoint(s, step=f"{_STEP}{_ns_key('')} {_hex(c['id'])}", state=state,
+                       payload=cp_bytes + md_bytes)
     return (time.perf_counter() - t0) / n * 1e6
 
 
@@ -185,6 +186,48 @@ def bench_put(a, d):
     table(["measure", "LogbookSaver µs/put", "SqliteSaver µs/put", "ratio (median)",
            "ratios per round", "the same Ledger calls alone µs/put",
            "LogbookSaver / Ledger calls (median)"], rows)
+
+
+# -- bytes ---------------------------------------------------------------------
+
+
+def bench_bytes(a, d):
+    """Bytes stored per checkpoint, each side's own tables: the ledger's
+    snapshot (state + payload) against SqliteSaver's `checkpoints` row
+    (checkpoint + metadata), for channel values of growing size."""
+    rows = []
+    for size in (100, 10_000, 1_000_000, 8_000_000):
+        lb_path = os.path.join(d, f"bytes-{size}-lb.db")
+        sq_path = os.path.join(d, f"bytes-{size}-sq.db")
+        lbs, sqs = logbook_saver(lb_path, a.sync), sqlite_saver(sq_path, a.sync)
+        blob = os.urandom(size)
+        for saver in (lbs, sqs):
+            cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            for i in range(3):
+                c = checkpoint(i)
+                c["channel_values"]["blob"] = blob
+                cfg = saver.put(cfg, c, {"source": "loop", "step": i}, {})
+        serialized = len(lbs.serde.dumps_typed(c)[1])
+        close(lbs)
+        close(sqs)
+        con = sqlite3.connect(lb_path)
+        lb_state, lb_payload = con.execute(
+            "SELECT avg(length(CAST(state AS BLOB))), avg(length(payload)) FROM session_snapshots"
+        ).fetchone()
+        con.close()
+        con = sqlite3.connect(sq_path)
+        (sq_bytes,) = con.execute(
+            "SELECT avg(length(checkpoint) + length(metadata)) FROM checkpoints"
+        ).fetchone()
+        con.close()
+        lb_bytes = lb_state + lb_payload
+        rows.append([f"{size:,}", f"{serialized:,}", f"{lb_state:,.0f}", f"{lb_payload:,.0f}",
+                     f"{lb_bytes:,.0f}", f"{sq_bytes:,.0f}", f"{lb_bytes - sq_bytes:+,.0f}",
+                     f"{lb_bytes / sq_bytes:.3f}"])
+    print("### bytes stored per checkpoint\n")
+    table(["channel value bytes", "serialized checkpoint bytes", "logbook state",
+           "logbook payload", "logbook total", "SqliteSaver checkpoint + metadata",
+           "difference", "ratio"], rows)
 
 
 # -- read ----------------------------------------------------------------------
@@ -449,7 +492,7 @@ def main():
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="put,read,procs,binding",
-                    help="comma-separated sections: put, read, procs, binding, pg")
+                    help="comma-separated sections: put, read, procs, binding, pg, bytes")
     ap.add_argument("--sync", choices=["full", "normal"], default="full")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=10_000)
@@ -474,7 +517,8 @@ def main():
     try:
         for section in a.only.split(","):
             {"put": bench_put, "read": bench_read, "procs": bench_procs,
-             "binding": bench_binding, "pg": bench_pg}[section.strip()](a, d)
+             "binding": bench_binding, "pg": bench_pg,
+             "bytes": bench_bytes}[section.strip()](a, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
