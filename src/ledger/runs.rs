@@ -27,14 +27,14 @@
 
 use super::budgets::{add_total, add_usage, append_crossing, apply_usage, check_count};
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
-use super::write::{key_reused, Op, Write};
+use super::write::{key_reused, one_or, Op, Write};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage, Verb};
 use crate::redact::{redact, redact_json};
 use crate::store::rows::KeyHit;
-use crate::store::{RunChange, SessionChange, Tx};
+use crate::store::{OneRunWrite, RunChange, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -408,34 +408,78 @@ impl Ledger {
             if_rev: None,
             ..m.clone()
         };
-        self.write(|tx| {
-            let Some(run) = tx.find_run(run_id)? else {
-                return Err(Error::RunNotFound {
-                    id: run_id.to_owned(),
-                });
-            };
-            let sid = run.session_id.clone();
-            let op = Op {
-                id: &sid,
-                verb: Verb::ChangeRun,
-                m: &m_run,
-                digest: dg.as_deref(),
-            };
-            let body = |w: &mut Write<'_, '_>, ()| {
-                change_run(
-                    w,
-                    &run,
-                    verb,
-                    &args,
-                    detail.as_deref(),
-                    data.as_deref(),
-                    m.if_rev,
-                )
-            };
-            self.mutate_in(tx, op, |_| Ok(()), body, &mut replay_run)
-        })
-        .map_err(|e| self.fill_path(e))
+        let pipeline = || {
+            self.write(|tx| {
+                let Some(run) = tx.find_run(run_id)? else {
+                    return Err(Error::RunNotFound {
+                        id: run_id.to_owned(),
+                    });
+                };
+                let sid = run.session_id.clone();
+                let op = Op {
+                    id: &sid,
+                    verb: Verb::ChangeRun,
+                    m: &m_run,
+                    digest: dg.as_deref(),
+                };
+                let body = |w: &mut Write<'_, '_>, ()| {
+                    change_run(
+                        w,
+                        &run,
+                        verb,
+                        &args,
+                        detail.as_deref(),
+                        data.as_deref(),
+                        m.if_rev,
+                    )
+                };
+                self.mutate_in(tx, op, |_| Ok(()), body, &mut replay_run)
+            })
+            .map_err(|e| self.fill_path(e))
+        };
+        // With a key, on a server: one statement (docs/postgres.md, "One
+        // round trip per write"), which applies only where the pipeline
+        // would apply exactly this; otherwise the pipeline.
+        let (Some(key), Some(digest)) = (m.idempotency_key.as_deref(), dg.as_deref()) else {
+            return pipeline();
+        };
+        if m.lease.is_some() || !self.store.writes_one_statement() {
+            return pipeline();
+        }
+        let one = OneRunWrite {
+            run_id,
+            change: change_of(verb, &args)?,
+            now_ms: self.now_ms(),
+            if_rev: m.if_rev,
+            event_type: verb.event_type(),
+            detail: detail.as_deref(),
+            data: data.as_deref(),
+            actor_type: self.opts.actor,
+            idempotency: (key, digest),
+        };
+        let outcome = self.store.run_one(&one).map_err(|e| self.fill_path(e))?;
+        one_or(outcome, pipeline)
     }
+}
+
+/// The run UPDATE of a verb with its arguments.
+fn change_of(verb: RunVerb, args: &Args) -> Result<RunChange<'_>> {
+    Ok(match args {
+        Args::Usage(u) => RunChange::Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            api_calls: u.api_calls,
+        },
+        Args::Output(o) => RunChange::Complete(o.as_deref()),
+        Args::Error { code, message } => RunChange::Fail { code, message },
+        Args::None => match verb {
+            RunVerb::Start => RunChange::Start,
+            RunVerb::Turn => RunChange::Turn,
+            RunVerb::Cancel => RunChange::Cancel,
+            RunVerb::Timeout => RunChange::Timeout,
+            _ => return Err(Error::internal("a run verb lost its arguments")),
+        },
+    })
 }
 
 /// The body of a run transition (module docs): the run's rules, its guarded
@@ -476,32 +520,17 @@ fn change_run(
         });
     }
     let at = w.at();
-    let mut turn_data = None;
-    let change = match args {
-        Args::Usage(u) => {
-            add_total("input_tokens", run.usage.input_tokens, u.input_tokens)?;
-            add_total("output_tokens", run.usage.output_tokens, u.output_tokens)?;
-            add_total("api_calls", run.usage.api_calls, u.api_calls)?;
-            RunChange::Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                api_calls: u.api_calls,
-            }
-        }
-        Args::Output(o) => RunChange::Complete(o.as_deref()),
-        Args::Error { code, message } => RunChange::Fail { code, message },
-        Args::None => match verb {
-            RunVerb::Start => RunChange::Start,
-            RunVerb::Turn => {
-                turn_data = Some(to_json(&TurnData {
-                    turn_count: run.turn_count + 1,
-                })?);
-                RunChange::Turn
-            }
-            RunVerb::Cancel => RunChange::Cancel,
-            RunVerb::Timeout => RunChange::Timeout,
-            _ => return Err(Error::internal("a run verb lost its arguments")),
-        },
+    if let Args::Usage(u) = args {
+        add_total("input_tokens", run.usage.input_tokens, u.input_tokens)?;
+        add_total("output_tokens", run.usage.output_tokens, u.output_tokens)?;
+        add_total("api_calls", run.usage.api_calls, u.api_calls)?;
+    }
+    let change = change_of(verb, args)?;
+    let turn_data = match change {
+        RunChange::Turn => Some(to_json(&TurnData {
+            turn_count: run.turn_count + 1,
+        })?),
+        _ => None,
     };
     if w.tx().update_run(run_id, change, at)? != 1 {
         return Err(Error::internal("a run read under the write lock changed"));

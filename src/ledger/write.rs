@@ -399,14 +399,7 @@ impl Ledger {
         one: &OneEvent<'_>,
         pipeline: impl FnOnce() -> Result<Written<Session>>,
     ) -> Result<Written<Session>> {
-        match self.try_one(op, one)? {
-            OneOutcome::Applied(s) => Ok(Written::applied(*s)),
-            OneOutcome::NotApplied => pipeline(),
-            OneOutcome::Unknown => pipeline().map_err(|e| match e {
-                Error::Unavailable { location, .. } => Error::CommitUnknown { location },
-                e => e,
-            }),
-        }
+        one_or(self.try_one(op, one)?, pipeline)
     }
 
     /// [`Ledger::write_one_or`]'s statement, where it may be sent.
@@ -437,6 +430,24 @@ impl Ledger {
             snapshot: one.snapshot,
         };
         self.store.write_one(&w).map_err(|e| self.fill_path(e))
+    }
+}
+
+/// What a write sent as one statement came to, as the verb answers: the
+/// value it returned, or the pipeline's answer when it applied nothing; when
+/// its reply was lost, the pipeline's (which finds the key: a replay), or an
+/// unknown outcome if the pipeline cannot reach the store either.
+pub(super) fn one_or<T>(
+    outcome: OneOutcome<T>,
+    pipeline: impl FnOnce() -> Result<Written<T>>,
+) -> Result<Written<T>> {
+    match outcome {
+        OneOutcome::Applied(v) => Ok(Written::applied(*v)),
+        OneOutcome::NotApplied => pipeline(),
+        OneOutcome::Unknown => pipeline().map_err(|e| match e {
+            Error::Unavailable { location, .. } => Error::CommitUnknown { location },
+            e => e,
+        }),
     }
 }
 

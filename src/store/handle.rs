@@ -221,6 +221,22 @@ impl Store {
         }
     }
 
+    /// Applies a run verb as one statement where the backend can, as
+    /// [`Store::write_one`] (the statement's rules: [`super::OneRunWrite`]),
+    /// returning the run as it now stands.
+    ///
+    /// # Errors
+    /// STORE_BUSY (the session's row stayed locked for the busy timeout).
+    pub fn run_one(
+        &self,
+        w: &super::OneRunWrite<'_>,
+    ) -> Result<super::OneOutcome<crate::model::Run>> {
+        match self {
+            Store::Sqlite(_) => Ok(super::OneOutcome::NotApplied),
+            Store::Postgres(p) => p.run_one(w),
+        }
+    }
+
     /// Inserts a new session with no parent and no idempotency key, its
     /// `created` event and, with `first`, its first checkpoint, as one
     /// statement where the backend can (see [`Store::write_one`]); `None`

@@ -74,11 +74,12 @@ pub struct OneWrite<'a> {
     pub snapshot: Option<OneSnapshot<'a>>,
 }
 
-/// What a one-statement write came to ([`super::Store::write_one`]).
+/// What a one-statement write came to ([`super::Store::write_one`],
+/// [`super::Store::run_one`]).
 #[derive(Debug)]
-pub enum OneOutcome {
-    /// Applied: the session as it now stands.
-    Applied(Box<crate::model::Session>),
+pub enum OneOutcome<T = crate::model::Session> {
+    /// Applied: the session (or, for a run verb, the run) as it now stands.
+    Applied(Box<T>),
     /// Nothing was applied this way (SQLite; or the statement matched no
     /// row, or the server refused it): the caller runs the pipeline.
     NotApplied,
@@ -87,6 +88,40 @@ pub enum OneOutcome {
     /// (a replay) or applies it; if the pipeline cannot reach the server
     /// either, the outcome stays unknown ([`crate::Error::CommitUnknown`]).
     Unknown,
+}
+
+/// A run verb as one statement ([`super::Store::run_one`]): the run's
+/// guarded UPDATE, its session's (rev + 1, `updated_at_ms`, for usage the
+/// sums), the `run_*` event carrying the run's id, and the key. As with
+/// [`OneWrite`] it applies only where the write pipeline would apply exactly
+/// this: the session is live (pending, active, paused) and at `if_rev`, no
+/// lease row exists, the key is not recorded, the run is in a status its
+/// verb starts from, and, for `Start`, no other run of the session is
+/// running; for `Usage`, the session has no budget (whose policy the
+/// pipeline applies) and no run or session total would pass 2^53−1.
+/// Anything else applies nothing, and the caller runs the pipeline.
+#[derive(Debug, Clone, Copy)]
+pub struct OneRunWrite<'a> {
+    /// The run (`run_` + 16 hex); its session is the run's.
+    pub run_id: &'a str,
+    /// The run's UPDATE (not `SessionEnded`, which only a session's end
+    /// makes).
+    pub change: RunChange<'a>,
+    /// The write's time, ms since the epoch.
+    pub now_ms: i64,
+    /// `--if-rev` of the session.
+    pub if_rev: Option<i64>,
+    /// The event's type (`run_started`, …).
+    pub event_type: &'a str,
+    /// The event's detail.
+    pub detail: Option<&'a str>,
+    /// The event's data; for `Turn` the statement writes
+    /// `{"turn_count":N}` with the run's new count instead.
+    pub data: Option<&'a str>,
+    /// Who writes (`events.actor_type`).
+    pub actor_type: crate::model::ActorType,
+    /// (idempotency key, request digest), as [`OneWrite::idempotency`].
+    pub idempotency: (&'a str, &'a str),
 }
 
 /// The snapshot of a one-statement checkpoint ([`OneWrite::snapshot`]).

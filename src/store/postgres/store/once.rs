@@ -5,7 +5,7 @@
 
 use super::{Conn, PgStore};
 use crate::error::{Error, Result};
-use crate::model::Session;
+use crate::model::{Run, Session};
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
 use crate::store::{OneCheckpoint, OneOutcome, SessionRow};
@@ -49,10 +49,40 @@ impl PgStore {
         }
         let (sql, p) =
             crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
+        self.apply_one(&sql, &p, first_session)
+    }
+
+    /// Applies a run verb `w` as one statement
+    /// ([`crate::store::postgres::sql::once::run_statement`]): the run as it
+    /// now stands, or `NotApplied` / `Unknown` as [`PgStore::write_one`].
+    ///
+    /// # Errors
+    /// STORE_BUSY when the session's row stayed locked for the busy
+    /// timeout.
+    pub fn run_one(&self, w: &crate::store::OneRunWrite<'_>) -> Result<OneOutcome<Run>> {
+        if self.read_only {
+            return Ok(OneOutcome::NotApplied);
+        }
+        let (sql, p) = crate::store::postgres::sql::once::run_statement(w, self.lock_timeout_ms());
+        self.apply_one(&sql, &p, |rows| {
+            rows.first()
+                .map(crate::store::postgres::sql::runs::map_run)
+                .transpose()
+        })
+    }
+
+    /// Sends one write statement and reads what it came to: `read` maps its
+    /// rows (none: nothing applied).
+    fn apply_one<T>(
+        &self,
+        sql: &str,
+        p: &crate::store::postgres::sql::Params,
+        read: impl FnOnce(&[postgres::Row]) -> Result<Option<T>>,
+    ) -> Result<OneOutcome<T>> {
         Ok(
-            match self.once(&sql, &crate::store::postgres::sql::borrow(&p))? {
-                Once::Rows(rows) => match first_session(&rows)? {
-                    Some(s) => OneOutcome::Applied(Box::new(s)),
+            match self.once(sql, &crate::store::postgres::sql::borrow(p))? {
+                Once::Rows(rows) => match read(&rows)? {
+                    Some(v) => OneOutcome::Applied(Box::new(v)),
                     None => OneOutcome::NotApplied,
                 },
                 Once::Declined => OneOutcome::NotApplied,
