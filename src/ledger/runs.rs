@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage, Verb};
 use crate::redact::{redact, redact_json};
 use crate::store::rows::KeyHit;
-use crate::store::{OneRunWrite, RunChange, SessionChange, Tx};
+use crate::store::{OneRunChange, OneRunWrite, RunChange, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -177,6 +177,42 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
+        // With a key, on a server: one statement (docs/postgres.md, "One
+        // round trip per write"); otherwise, or when it applies nothing,
+        // the pipeline (with an id of its own).
+        if let (Some(key), Some(digest)) = (m.idempotency_key.as_deref(), dg.as_deref()) {
+            if m.lease.is_none() && self.store.writes_one_statement() {
+                let run_id = new_run_id()?;
+                let one = OneRunWrite {
+                    run_id: run_id.as_str(),
+                    change: OneRunChange::Create {
+                        session_id,
+                        input: input.as_deref(),
+                        metadata: metadata.as_deref().unwrap_or("{}"),
+                    },
+                    now_ms: self.now_ms(),
+                    if_rev: m.if_rev,
+                    event_type: EventType::RunCreated.as_str(),
+                    detail: None,
+                    data: None,
+                    actor_type: self.opts.actor,
+                    idempotency: (key, digest),
+                };
+                let outcome = self.store.run_one(&one).map_err(|e| self.fill_path(e))?;
+                return one_or(outcome, || self.create_run_pipeline(op, &input, &metadata));
+            }
+        }
+        self.create_run_pipeline(op, &input, &metadata)
+    }
+
+    /// [`Ledger::create_run`] through the write pipeline.
+    fn create_run_pipeline(
+        &self,
+        op: Op<'_>,
+        input: &Option<String>,
+        metadata: &Option<String>,
+    ) -> Result<Written<Run>> {
+        let session_id = op.id;
         self.mutate(
             op,
             |_| Ok(()),
@@ -448,7 +484,7 @@ impl Ledger {
         }
         let one = OneRunWrite {
             run_id,
-            change: change_of(verb, &args)?,
+            change: OneRunChange::Change(change_of(verb, &args)?),
             now_ms: self.now_ms(),
             if_rev: m.if_rev,
             event_type: verb.event_type(),

@@ -102,11 +102,11 @@ pub enum OneOutcome<T = crate::model::Session> {
 /// Anything else applies nothing, and the caller runs the pipeline.
 #[derive(Debug, Clone, Copy)]
 pub struct OneRunWrite<'a> {
-    /// The run (`run_` + 16 hex); its session is the run's.
+    /// The run (`run_` + 16 hex); its session is the run's, or the one
+    /// [`OneRunChange::Create`] names.
     pub run_id: &'a str,
-    /// The run's UPDATE (not `SessionEnded`, which only a session's end
-    /// makes).
-    pub change: RunChange<'a>,
+    /// The new run, or the run's UPDATE.
+    pub change: OneRunChange<'a>,
     /// The write's time, ms since the epoch.
     pub now_ms: i64,
     /// `--if-rev` of the session.
@@ -122,6 +122,24 @@ pub struct OneRunWrite<'a> {
     pub actor_type: crate::model::ActorType,
     /// (idempotency key, request digest), as [`OneWrite::idempotency`].
     pub idempotency: (&'a str, &'a str),
+}
+
+/// What a [`OneRunWrite`] does to its run.
+#[derive(Debug, Clone, Copy)]
+pub enum OneRunChange<'a> {
+    /// Inserts the run, pending, in this session (`run create`): applied
+    /// only while no run has its id.
+    Create {
+        /// The session.
+        session_id: &'a str,
+        /// The input (compact JSON object text), if any.
+        input: Option<&'a str>,
+        /// The metadata (compact JSON object text).
+        metadata: &'a str,
+    },
+    /// The run's UPDATE (not `SessionEnded`, which only a session's end
+    /// makes).
+    Change(RunChange<'a>),
 }
 
 /// The snapshot of a one-statement checkpoint ([`OneWrite::snapshot`]).

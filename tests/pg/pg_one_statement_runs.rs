@@ -43,14 +43,29 @@ fn pg_a_keyed_run_verb_is_one_round_trip() {
     };
     let id = lib_create(&lg, "runs", "a");
     // The first of each statement prepares it (one round trip more).
-    let warm = new_run(&lg, &id);
+    let warm = lg
+        .create_run(&id, CreateRun::default(), &keyed("w-n"))
+        .unwrap()
+        .run_id
+        .to_string();
     lg.start_run(&warm, &keyed("w-s")).unwrap();
     lg.record_run_usage(&warm, usage(1, 1, 1), &keyed("w-u"))
         .unwrap();
     lg.increment_turn(&warm, &keyed("w-t")).unwrap();
     lg.complete_run(&warm, Some(json!({"ok": 1})), &keyed("w-c"))
         .unwrap();
-    let run = new_run(&lg, &id);
+    let mut created = None;
+    assert_eq!(
+        count(&mut || {
+            created = Some(
+                lg.create_run(&id, CreateRun::default(), &keyed("n"))
+                    .unwrap(),
+            );
+        }),
+        1,
+        "keyed create"
+    );
+    let run = created.unwrap().run_id.to_string();
     let steps: [(&str, &mut dyn FnMut()); 4] = [
         ("start", &mut || {
             lg.start_run(&run, &keyed("s")).unwrap();
@@ -168,21 +183,26 @@ fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
             v.as_object_mut().unwrap().remove("session_id");
             returned.push(v);
         };
-        let create = |input: Value| {
-            lg.create_run(
-                &id,
-                CreateRun {
-                    input: Some(input),
-                    metadata: Some(json!({"model": "m-1"})),
-                },
-                &Mutation::default(),
-            )
-            .unwrap()
-            .run_id
-            .to_string()
+        let create = |input: Value, k: &str| {
+            let r = lg
+                .create_run(
+                    &id,
+                    CreateRun {
+                        input: Some(input),
+                        metadata: Some(json!({"model": "m-1"})),
+                    },
+                    &m(k),
+                )
+                .unwrap();
+            let back = lg.get_run(r.run_id.as_str()).unwrap();
+            assert_eq!(
+                serde_json::to_value(&*r).unwrap(),
+                serde_json::to_value(&back).unwrap()
+            );
+            r.run_id.to_string()
         };
         tick();
-        let a = create(json!({"q": "ç"}));
+        let a = create(json!({"q": "ç"}), "a-n");
         tick();
         push(lg.start_run(&a, &m("a-s")));
         tick();
@@ -203,7 +223,7 @@ fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
         tick();
         push(lg.complete_run(&a, Some(json!({"answer": [1, "ü"]})), &m("a-c")));
         tick();
-        let b = create(json!({}));
+        let b = create(json!({}), "b-n");
         tick();
         push(lg.fail_run(
             &b,
@@ -214,17 +234,17 @@ fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
             &m("b-f"),
         ));
         tick();
-        let c = create(json!({}));
+        let c = create(json!({}), "c-n");
         tick();
         push(lg.start_run(&c, &m("c-s")));
         tick();
         push(lg.cancel_run(&c, &m("c-x")));
         tick();
-        let d = create(json!({}));
+        let d = create(json!({}), "d-n");
         tick();
         push(lg.timeout_run(&d, &m("d-t")));
         tick();
-        let e = create(json!({}));
+        let e = create(json!({}), "e-n");
         tick();
         // Completing a pending run is refused, the same way everywhere.
         let refused = lg.complete_run(&e, None, &m("e-c")).unwrap_err();
@@ -247,11 +267,11 @@ fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
         "one statement vs the pipeline, on the server"
     );
     assert_eq!(seen[0], seen[2], "the server vs SQLite");
-    // The keyed ledger's twelve applied verbs left their keys (the
+    // The keyed ledger's seventeen applied verbs left their keys (the
     // unkeyed one none); `pg_a_keyed_run_verb_is_one_round_trip` shows
     // they are sent as one statement.
     let keys: i64 = env.scalar("SELECT count(*) FROM idempotency_keys");
-    assert_eq!(keys, 12);
+    assert_eq!(keys, 17);
 }
 
 #[test]
@@ -353,7 +373,8 @@ fn pg_what_a_run_statement_cannot_decide_gets_the_pipelines_answer() {
 }
 
 /// A keyed run verb whose reply is lost is resolved by its key: applied
-/// once (the usage counted once), answered as a replay.
+/// once (the run created once, the usage counted once), answered as a
+/// replay.
 #[test]
 fn pg_a_lost_reply_to_a_run_statement_is_applied_once() {
     let env = TestEnv::new();
@@ -361,13 +382,23 @@ fn pg_a_lost_reply_to_a_run_statement_is_applied_once() {
     let proxy = Proxy::start(server_port());
     let lg = open_ledger(Path::new(&via(&env, &proxy, "&statement_cache_size=0")));
     let id = lib_create(&lg, "lost", "a");
-    let run = new_run(&lg, &id);
+    proxy.cut_after_next(b"logbook_event_hash");
+    let created = lg
+        .create_run(&id, CreateRun::default(), &keyed("n"))
+        .unwrap();
+    assert_eq!(cuts(&proxy, 1), 1, "the create's reply was cut");
+    assert!(
+        created.replayed.is_some(),
+        "the retry found the key: a replay"
+    );
+    let run = created.run_id.to_string();
+    assert_eq!(lg.list_runs(&id, &[]).unwrap().len(), 1, "created once");
     lg.start_run(&run, &keyed("s")).unwrap();
     proxy.cut_after_next(b"logbook_event_hash");
     let w = lg
         .record_run_usage(&run, usage(10, 5, 1), &keyed("u"))
         .unwrap();
-    assert_eq!(cuts(&proxy, 1), 1, "the statement's reply was cut");
+    assert_eq!(cuts(&proxy, 2), 2, "the statement's reply was cut");
     assert!(w.replayed.is_some(), "the retry found the key: a replay");
     assert_eq!(
         (

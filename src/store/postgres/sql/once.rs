@@ -31,7 +31,7 @@
 
 use super::{Param, Params};
 use crate::store::codec::key_sha256;
-use crate::store::{OneCheckpoint, OneRunWrite, OneWrite, RunChange, SessionRow};
+use crate::store::{OneCheckpoint, OneRunChange, OneRunWrite, OneWrite, RunChange, SessionRow};
 use postgres::types::Type;
 
 /// The previous hash of a session's first event: 32 zero bytes
@@ -142,15 +142,22 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
 /// The largest run or session total: 2^53 − 1 (the library's `add_total`).
 const COUNT_MAX: &str = "9007199254740991";
 
-/// The statement of [`OneRunWrite`] and its parameters: `$1` is the run,
-/// whose session the statement looks up. The session's UPDATE carries every
-/// rule (the run's status and totals among them, read in its `EXISTS`), so
-/// when it matches no row nothing is written; the run's UPDATE and the
-/// event follow it, and the statement returns the run as it now stands
-/// (the columns of `runs::map_run`). A run changed by a writer that
-/// committed after this statement's snapshot has also appended an event of
-/// the session, so this statement's seq is stale and the event's insert
-/// trigger refuses it, as in [`write_statement`].
+/// The columns of `runs::map_run`, as a RETURNING of `runs` gives them.
+const RUN_RETURNING: &str = "RETURNING runs.run_id, runs.session_id, runs.status, runs.input, \
+     runs.output, runs.error_code, runs.error_message, runs.metadata, runs.input_tokens, \
+     runs.output_tokens, runs.api_calls, runs.turn_count, runs.created_at_ms, \
+     runs.updated_at_ms, runs.started_at_ms, runs.ended_at_ms";
+
+/// The statement of [`OneRunWrite`] and its parameters: `$1` is the run.
+/// The session's UPDATE carries every rule (the run's status and totals
+/// among them, read in its `EXISTS`; for a new run, that its id is free),
+/// so when it matches no row nothing is written; the run's INSERT or
+/// UPDATE (`ru`) and the event follow it, and the statement returns the run
+/// as it now stands. An existing run's session is looked up by the
+/// statement. A run changed by a writer that committed after this
+/// statement's snapshot has also appended an event of the session, so this
+/// statement's seq is stale and the event's insert trigger refuses it, as
+/// in [`write_statement`].
 pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Params) {
     let mut p: Params = vec![
         (Box::new(w.run_id.to_owned()), Type::TEXT),
@@ -160,87 +167,134 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
         p.push((v, t));
         format!("${}", p.len())
     };
-    // What the run's UPDATE sets (at the session's new time,
-    // `p.updated_at_ms`, the pipeline's `at`), the statuses it starts
-    // from, the run's other rules (inside its EXISTS), the session's new
-    // sums and the session's other rules.
-    let mut run_rules = String::new();
+    // Which session, the run's rule in the session's WHERE, the run's
+    // statement (`ru`, at the session's new time `p.updated_at_ms`, the
+    // pipeline's `at`), the session's new sums and its other rules.
     let mut sums = String::new();
     let mut session_rules = String::new();
-    let (set, from) = match w.change {
-        RunChange::Start => {
-            session_rules = " AND NOT EXISTS (SELECT 1 FROM runs o \
-                 WHERE o.session_id = sessions.session_id AND o.status = 'running')"
-                .to_owned();
-            (
-                "status = 'running', started_at_ms = p.updated_at_ms".to_owned(),
-                "r.status = 'pending'",
-            )
-        }
-        RunChange::Usage {
-            input_tokens,
-            output_tokens,
-            api_calls,
+    let open = "(r.status = 'pending' OR r.status = 'running')";
+    let change = match w.change {
+        OneRunChange::Create {
+            session_id,
+            input,
+            metadata,
         } => {
-            let i = next(&mut p, Box::new(input_tokens), Type::INT8);
-            let o = next(&mut p, Box::new(output_tokens), Type::INT8);
-            let a = next(&mut p, Box::new(api_calls), Type::INT8);
-            sums = format!(
-                ", input_tokens = input_tokens + {i}, output_tokens = output_tokens + {o}, \
-                 api_calls = api_calls + {a}"
-            );
-            run_rules = format!(
-                " AND r.input_tokens + {i} <= {COUNT_MAX} \
-                 AND r.output_tokens + {o} <= {COUNT_MAX} AND r.api_calls + {a} <= {COUNT_MAX}"
-            );
-            session_rules = format!(
-                " AND input_tokens + {i} <= {COUNT_MAX} AND output_tokens + {o} <= {COUNT_MAX} \
-                 AND api_calls + {a} <= {COUNT_MAX} \
-                 AND NOT EXISTS (SELECT 1 FROM session_budgets b \
-                   WHERE b.session_id = sessions.session_id)"
+            let sid = next(&mut p, Box::new(session_id.to_owned()), Type::TEXT);
+            let input = next(&mut p, Box::new(input.map(str::to_owned)), Type::TEXT);
+            let metadata = next(&mut p, Box::new(metadata.to_owned()), Type::TEXT);
+            let ru = format!(
+                "INSERT INTO runs (run_id, session_id, status, input, metadata, created_at_ms, \
+                 updated_at_ms) SELECT $1, p.session_id, 'pending', {input}, {metadata}, \
+                 p.updated_at_ms, p.updated_at_ms FROM p {RUN_RETURNING}"
             );
             (
-                format!(
-                    "input_tokens = runs.input_tokens + {i}, \
-                     output_tokens = runs.output_tokens + {o}, api_calls = runs.api_calls + {a}"
+                sid,
+                "NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = $1)".to_owned(),
+                ru,
+            )
+        }
+        OneRunChange::Change(c) => {
+            let (set, from, run_rules) = match c {
+                RunChange::Start => {
+                    session_rules = " AND NOT EXISTS (SELECT 1 FROM runs o \
+                         WHERE o.session_id = sessions.session_id AND o.status = 'running')"
+                        .to_owned();
+                    (
+                        "status = 'running', started_at_ms = p.updated_at_ms".to_owned(),
+                        "r.status = 'pending'",
+                        String::new(),
+                    )
+                }
+                RunChange::Usage {
+                    input_tokens,
+                    output_tokens,
+                    api_calls,
+                } => {
+                    let i = next(&mut p, Box::new(input_tokens), Type::INT8);
+                    let o = next(&mut p, Box::new(output_tokens), Type::INT8);
+                    let a = next(&mut p, Box::new(api_calls), Type::INT8);
+                    sums = format!(
+                        ", input_tokens = input_tokens + {i}, \
+                         output_tokens = output_tokens + {o}, api_calls = api_calls + {a}"
+                    );
+                    session_rules = format!(
+                        " AND input_tokens + {i} <= {COUNT_MAX} \
+                         AND output_tokens + {o} <= {COUNT_MAX} \
+                         AND api_calls + {a} <= {COUNT_MAX} \
+                         AND NOT EXISTS (SELECT 1 FROM session_budgets b \
+                           WHERE b.session_id = sessions.session_id)"
+                    );
+                    (
+                        format!(
+                            "input_tokens = runs.input_tokens + {i}, \
+                             output_tokens = runs.output_tokens + {o}, \
+                             api_calls = runs.api_calls + {a}"
+                        ),
+                        "r.status = 'running'",
+                        format!(
+                            " AND r.input_tokens + {i} <= {COUNT_MAX} \
+                             AND r.output_tokens + {o} <= {COUNT_MAX} \
+                             AND r.api_calls + {a} <= {COUNT_MAX}"
+                        ),
+                    )
+                }
+                RunChange::Turn => (
+                    "turn_count = runs.turn_count + 1".to_owned(),
+                    "r.status = 'running'",
+                    String::new(),
                 ),
-                "r.status = 'running'",
-            )
-        }
-        RunChange::Turn => (
-            "turn_count = runs.turn_count + 1".to_owned(),
-            "r.status = 'running'",
-        ),
-        RunChange::Complete(output) => {
-            let out = next(&mut p, Box::new(output.map(str::to_owned)), Type::TEXT);
-            (
-                format!("status = 'completed', output = {out}, ended_at_ms = p.updated_at_ms"),
-                "r.status = 'running'",
-            )
-        }
-        RunChange::Fail { code, message } => {
-            let c = next(&mut p, Box::new(code.to_owned()), Type::TEXT);
-            let m = next(&mut p, Box::new(message.to_owned()), Type::TEXT);
-            (
-                format!(
-                    "status = 'failed', error_code = {c}, error_message = {m}, \
-                     ended_at_ms = p.updated_at_ms"
+                RunChange::Complete(output) => {
+                    let out = next(&mut p, Box::new(output.map(str::to_owned)), Type::TEXT);
+                    (
+                        format!(
+                            "status = 'completed', output = {out}, ended_at_ms = p.updated_at_ms"
+                        ),
+                        "r.status = 'running'",
+                        String::new(),
+                    )
+                }
+                RunChange::Fail { code, message } => {
+                    let c = next(&mut p, Box::new(code.to_owned()), Type::TEXT);
+                    let m = next(&mut p, Box::new(message.to_owned()), Type::TEXT);
+                    (
+                        format!(
+                            "status = 'failed', error_code = {c}, error_message = {m}, \
+                             ended_at_ms = p.updated_at_ms"
+                        ),
+                        open,
+                        String::new(),
+                    )
+                }
+                RunChange::Cancel => (
+                    "status = 'cancelled', ended_at_ms = p.updated_at_ms".to_owned(),
+                    open,
+                    String::new(),
                 ),
-                "(r.status = 'pending' OR r.status = 'running')",
+                RunChange::Timeout => (
+                    "status = 'timeout', ended_at_ms = p.updated_at_ms".to_owned(),
+                    open,
+                    String::new(),
+                ),
+                // Only a session's end cancels a run this way, in its own
+                // transaction: never as one statement.
+                RunChange::SessionEnded { .. } => {
+                    ("status = status".to_owned(), "false", String::new())
+                }
+            };
+            let ru = format!(
+                "UPDATE runs SET {set}, updated_at_ms = p.updated_at_ms FROM p \
+                 WHERE runs.run_id = $1 AND runs.session_id = p.session_id AND {} \
+                 {RUN_RETURNING}",
+                from.replace("r.status", "runs.status")
+            );
+            (
+                "(SELECT r0.session_id FROM runs r0 WHERE r0.run_id = $1)".to_owned(),
+                format!("EXISTS (SELECT 1 FROM runs r WHERE r.run_id = $1 AND {from}{run_rules})"),
+                ru,
             )
         }
-        RunChange::Cancel => (
-            "status = 'cancelled', ended_at_ms = p.updated_at_ms".to_owned(),
-            "(r.status = 'pending' OR r.status = 'running')",
-        ),
-        RunChange::Timeout => (
-            "status = 'timeout', ended_at_ms = p.updated_at_ms".to_owned(),
-            "(r.status = 'pending' OR r.status = 'running')",
-        ),
-        // Only a session's end cancels a run this way, in its own
-        // transaction: never as one statement.
-        RunChange::SessionEnded { .. } => ("status = status".to_owned(), "false"),
     };
+    let (session, run_rule, ru) = change;
     let rev = match w.if_rev {
         Some(r) => format!(" AND rev = {}", next(&mut p, Box::new(r), Type::INT8)),
         None => String::new(),
@@ -258,34 +312,29 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
     let detail = next(&mut p, Box::new(w.detail.map(str::to_owned)), Type::TEXT);
     let data = match w.change {
         // The run's new count, as serde writes `{"turn_count":N}`.
-        RunChange::Turn => r#"('{"turn_count":' || ru.turn_count::text || '}')"#.to_owned(),
+        OneRunChange::Change(RunChange::Turn) => {
+            r#"('{"turn_count":' || ru.turn_count::text || '}')"#.to_owned()
+        }
         _ => next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT),
     };
-    let run_from = from.replace("r.status", "runs.status");
     let sql = format!(
         "WITH u AS (UPDATE sessions SET rev = rev + 1, \
            updated_at_ms = GREATEST(updated_at_ms, $2){sums} \
-         WHERE session_id = (SELECT r0.session_id FROM runs r0 WHERE r0.run_id = $1) \
+         WHERE session_id = {session} \
            AND (status = 'pending' OR status = 'active' OR status = 'paused'){rev} \
            AND (SELECT set_config('lock_timeout', {timeout}, true)) IS NOT NULL \
            AND NOT EXISTS (SELECT 1 FROM session_leases l \
              WHERE l.session_id = sessions.session_id) \
            AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
              WHERE k.key_sha256 = {key} AND k.session_id = sessions.session_id) \
-           AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = $1 AND {from}{run_rules})\
-           {session_rules} \
+           AND {run_rule}{session_rules} \
          RETURNING session_id, rev, updated_at_ms, \
            (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
              WHERE e.session_id = sessions.session_id) AS next_seq, \
            (SELECT e.hash FROM events e WHERE e.session_id = sessions.session_id \
              ORDER BY e.seq DESC LIMIT 1) AS last_hash), \
          p AS (SELECT u.*, coalesce(u.last_hash, {GENESIS}) AS link FROM u), \
-         ru AS (UPDATE runs SET {set}, updated_at_ms = p.updated_at_ms FROM p \
-           WHERE runs.run_id = $1 AND runs.session_id = p.session_id AND {run_from} \
-           RETURNING runs.run_id, runs.session_id, runs.status, runs.input, runs.output, \
-           runs.error_code, runs.error_message, runs.metadata, runs.input_tokens, \
-           runs.output_tokens, runs.api_calls, runs.turn_count, runs.created_at_ms, \
-           runs.updated_at_ms, runs.started_at_ms, runs.ended_at_ms), \
+         ru AS ({ru}), \
          ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
            run_id, prev_hash, hash) \
            SELECT p.session_id, p.next_seq, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
