@@ -3,7 +3,7 @@
 //! Run: `bash .ci/pg cargo bench --bench pg` (a throwaway server; about 4
 //! minutes on 2 cores after the build). Without LOGBOOK_TEST_PG it prints one
 //! line and exits 0. The bench creates and drops databases of its own on
-//! that server. `LOGBOOK_BENCH_ONLY=writers,notify,follow,idle,list` runs a
+//! that server. `LOGBOOK_BENCH_ONLY=writers,runs,notify,follow,idle,list` runs a
 //! subset; `LOGBOOK_BENCH_ROUNDS` (default 3) and `LOGBOOK_BENCH_SECS`
 //! (default 2, each trial's measured phase) trade time for noise;
 //! `LOGBOOK_BENCH_SESSIONS` (default 1,000,000) sizes the list dataset;
@@ -24,6 +24,8 @@
 mod idle;
 #[path = "pg/list.rs"]
 mod list;
+#[path = "pg/runs.rs"]
+mod runs;
 
 use logbook::{CheckpointRequest, CreateSession, Ledger, LedgerOptions, Mutation};
 use std::collections::HashMap;
@@ -63,6 +65,9 @@ fn main() {
     let want = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     if want("writers") {
         writers_section(&cfg, &mut admin);
+    }
+    if want("runs") {
+        runs::section(&cfg, &mut admin);
     }
     if want("notify") {
         notify_section(&cfg, &mut admin);
@@ -145,6 +150,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn writer(a: &[String]) {
     let base = std::env::var("LOGBOOK_TEST_PG").unwrap();
     let l = Ledger::open(LedgerOptions::at(db_url(&base, &a[1]))).unwrap();
+    if a[0].starts_with("usage") {
+        return runs::writer(&l, a);
+    }
     let (checkpoint, keyed) = match a[0].as_str() {
         "checkpoint" => (true, false),
         "checkpoint-keyed" => (true, true),
@@ -182,6 +190,12 @@ fn writer(a: &[String]) {
     std::io::stdout().flush().unwrap();
     let mut go = [0u8; 1];
     std::io::stdin().read_exact(&mut go).unwrap();
+    measure(secs, stamps, op);
+}
+
+/// A writer's measured phase: `op` until `secs` have passed, then its report
+/// on stdout (module docs).
+fn measure(secs: f64, stamps: bool, mut op: impl FnMut(String) -> logbook::Result<()>) {
     let mut lat = Vec::new();
     let mut acks = Vec::new();
     let mut errors = 0usize;
@@ -223,6 +237,10 @@ enum Kind {
     KeyedCheckpoint,
     Create,
     LangGraph,
+    /// `record_run_usage` on a running run, with an idempotency key.
+    KeyedUsage,
+    /// The same without a key: the transaction.
+    Usage,
 }
 
 /// One trial's outcome.
@@ -249,6 +267,8 @@ fn client(kind: Kind, db: &str, cfg: &Config, stamps: bool, venv: &VenvPy) -> Co
         let mode = match kind {
             Kind::Checkpoint => "checkpoint",
             Kind::KeyedCheckpoint => "checkpoint-keyed",
+            Kind::KeyedUsage => "usage-keyed",
+            Kind::Usage => "usage",
             _ => "create",
         };
         c.args(["--writer", mode, db, &secs]);

@@ -181,8 +181,9 @@ impl Ledger {
         // round trip per write"); otherwise, or when it applies nothing,
         // the pipeline (with an id of its own).
         if let (Some(key), Some(digest)) = (m.idempotency_key.as_deref(), dg.as_deref()) {
-            if m.lease.is_none() && self.store.writes_one_statement() {
+            if self.store.writes_one_statement() {
                 let run_id = new_run_id()?;
+                let lease = m.lease.as_deref().map(super::guards::token_sha256);
                 let one = OneRunWrite {
                     run_id: run_id.as_str(),
                     change: OneRunChange::Create {
@@ -197,6 +198,7 @@ impl Ledger {
                     data: None,
                     actor_type: self.opts.actor,
                     idempotency: (key, digest),
+                    lease_sha256: lease.as_deref(),
                 };
                 let outcome = self.store.run_one(&one).map_err(|e| self.fill_path(e))?;
                 return one_or(outcome, || self.create_run_pipeline(op, &input, &metadata));
@@ -479,9 +481,10 @@ impl Ledger {
         let (Some(key), Some(digest)) = (m.idempotency_key.as_deref(), dg.as_deref()) else {
             return pipeline();
         };
-        if m.lease.is_some() || !self.store.writes_one_statement() {
+        if !self.store.writes_one_statement() {
             return pipeline();
         }
+        let lease = m.lease.as_deref().map(super::guards::token_sha256);
         let one = OneRunWrite {
             run_id,
             change: OneRunChange::Change(change_of(verb, &args)?),
@@ -492,6 +495,7 @@ impl Ledger {
             data: data.as_deref(),
             actor_type: self.opts.actor,
             idempotency: (key, digest),
+            lease_sha256: lease.as_deref(),
         };
         let outcome = self.store.run_one(&one).map_err(|e| self.fill_path(e))?;
         one_or(outcome, pipeline)

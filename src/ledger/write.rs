@@ -407,9 +407,10 @@ impl Ledger {
         let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
             return Ok(OneOutcome::NotApplied);
         };
-        if op.m.lease.is_some() || !self.store.writes_one_statement() {
+        if !self.store.writes_one_statement() {
             return Ok(OneOutcome::NotApplied);
         }
+        let lease = op.m.lease.as_deref().map(super::guards::token_sha256);
         let w = OneWrite {
             session_id: op.id,
             guard: SessionGuard {
@@ -428,6 +429,7 @@ impl Ledger {
             no_open_runs: one.no_open_runs,
             no_pending_gate: one.no_pending_gate,
             snapshot: one.snapshot,
+            lease_sha256: lease.as_deref(),
         };
         self.store.write_one(&w).map_err(|e| self.fill_path(e))
     }

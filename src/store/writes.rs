@@ -42,8 +42,9 @@ pub struct SessionChange<'a> {
 /// and nothing else: what a backend may apply as a single statement
 /// (docs/postgres.md, "One round trip per write"). The statement applies it
 /// only where the whole write pipeline would apply exactly this: the guard
-/// matches, no lease row exists, the key is not recorded yet, and (as
-/// asked) no run is open and no gate is pending. Anything else applies
+/// matches, the lease rule holds trivially (no lease row, or the presented
+/// token's lease, live), the key is not recorded yet, and (as asked) no run
+/// is open and no gate is pending. Anything else applies
 /// nothing, and the caller runs the pipeline, which diagnoses.
 #[derive(Debug, Clone, Copy)]
 pub struct OneWrite<'a> {
@@ -64,6 +65,10 @@ pub struct OneWrite<'a> {
     /// (idempotency key, request digest): required, since only the key
     /// tells whether a statement whose reply was lost was applied.
     pub idempotency: (&'a str, &'a str),
+    /// The SHA-256 (hex) of the lease token the write presents: apply only
+    /// while the session's lease has it and has not expired at `now_ms`
+    /// (docs/design.md, "Leases"); `None`: only while no lease row exists.
+    pub lease_sha256: Option<&'a str>,
     /// Apply only while no run of the session is pending or running (a
     /// terminal status would end them).
     pub no_open_runs: bool,
@@ -94,8 +99,8 @@ pub enum OneOutcome<T = crate::model::Session> {
 /// guarded UPDATE, its session's (rev + 1, `updated_at_ms`, for usage the
 /// sums), the `run_*` event carrying the run's id, and the key. As with
 /// [`OneWrite`] it applies only where the write pipeline would apply exactly
-/// this: the session is live (pending, active, paused) and at `if_rev`, no
-/// lease row exists, the key is not recorded, the run is in a status its
+/// this: the session is live (pending, active, paused) and at `if_rev`, the
+/// lease rule holds as for [`OneWrite`], the key is not recorded, the run is in a status its
 /// verb starts from, and, for `Start`, no other run of the session is
 /// running; for `Usage`, the session has no budget (whose policy the
 /// pipeline applies) and no run or session total would pass 2^53−1.
@@ -122,6 +127,8 @@ pub struct OneRunWrite<'a> {
     pub actor_type: crate::model::ActorType,
     /// (idempotency key, request digest), as [`OneWrite::idempotency`].
     pub idempotency: (&'a str, &'a str),
+    /// The presented lease token's SHA-256, as [`OneWrite::lease_sha256`].
+    pub lease_sha256: Option<&'a str>,
 }
 
 /// What a [`OneRunWrite`] does to its run.

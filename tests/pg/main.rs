@@ -41,6 +41,7 @@ mod failover;
 mod pg_create_first;
 mod pg_move;
 mod pg_one_statement;
+mod pg_one_statement_lease;
 mod pg_one_statement_runs;
 mod pg_reads;
 mod pg_schema;

@@ -77,10 +77,11 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     );
     let detail = next(&mut p, Box::new(w.detail.map(str::to_owned)), Type::TEXT);
     let data = next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT);
+    let lease = lease_rule(&mut p, w.lease_sha256, "$1");
     let mut sql = format!(
         "WITH u AS ({update} \
          AND (SELECT set_config('lock_timeout', {timeout}, true)) IS NOT NULL \
-         AND NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = $1) \
+         AND {lease} \
          AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
            WHERE k.key_sha256 = {key} AND k.session_id = $1)"
     );
@@ -137,6 +138,26 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     }
     sql.push_str(SELECT_AFTER_UPDATE);
     (sql, p)
+}
+
+/// The lease rule of a one-statement write on session `session` (SQL):
+/// with a presented token's SHA-256, that lease, not expired at the write's
+/// time (`$2`); without one, no lease row at all (a dead lease is the
+/// pipeline's to judge).
+fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> String {
+    match token_sha256 {
+        Some(h) => {
+            p.push((Box::new(h.to_owned()), Type::TEXT));
+            format!(
+                "EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session} \
+                 AND l.token_sha256 = ${} AND l.expires_at_ms > $2)",
+                p.len()
+            )
+        }
+        None => {
+            format!("NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session})")
+        }
+    }
 }
 
 /// The largest run or session total: 2^53 − 1 (the library's `add_total`).
@@ -300,6 +321,7 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
         None => String::new(),
     };
     let timeout = next(&mut p, Box::new(lock_timeout_ms.to_string()), Type::TEXT);
+    let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id");
     let (key, digest) = w.idempotency;
     let key = next(&mut p, Box::new(key_sha256(key)), Type::TEXT);
     let digest = next(&mut p, Box::new(digest.to_owned()), Type::TEXT);
@@ -323,8 +345,7 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
          WHERE session_id = {session} \
            AND (status = 'pending' OR status = 'active' OR status = 'paused'){rev} \
            AND (SELECT set_config('lock_timeout', {timeout}, true)) IS NOT NULL \
-           AND NOT EXISTS (SELECT 1 FROM session_leases l \
-             WHERE l.session_id = sessions.session_id) \
+           AND {lease} \
            AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
              WHERE k.key_sha256 = {key} AND k.session_id = sessions.session_id) \
            AND {run_rule}{session_rules} \
