@@ -17,7 +17,7 @@
 //! leaves usage within every limit again).
 
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
-use super::write::{read_back, Op, Write};
+use super::write::{read_back, OneEvent, Op, Write};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -365,20 +365,36 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| {
-                let usage = add_usage(&w.state().usage, &add)?;
-                let crossing = apply_usage(w, &usage)?;
-                w.event(EventType::UsageRecorded.as_str(), None, Some(&data), None)?;
-                if let Some(c) = &crossing {
-                    append_crossing(w, c)?;
-                }
-                w.session()
-            },
-            &mut |tx, _| read_back(tx, id),
-        )
+        let pipeline = || {
+            self.mutate(
+                op,
+                |_| Ok(()),
+                |w, ()| {
+                    let usage = add_usage(&w.state().usage, &add)?;
+                    let crossing = apply_usage(w, &usage)?;
+                    w.event(EventType::UsageRecorded.as_str(), None, Some(&data), None)?;
+                    if let Some(c) = &crossing {
+                        append_crossing(w, c)?;
+                    }
+                    w.session()
+                },
+                &mut |tx, _| read_back(tx, id),
+            )
+        };
+        // On a server, with a key, while the session has no budget: one
+        // statement that adds the amounts (docs/postgres.md, "One round
+        // trip per write").
+        let one = OneEvent {
+            change: SessionChange::default(),
+            event_type: EventType::UsageRecorded.as_str(),
+            detail: None,
+            data: Some(&data),
+            no_open_runs: false,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: Some(add),
+        };
+        self.write_one_or(op, &one, pipeline)
     }
 
     /// The session's budget and where usage stands against it (`session

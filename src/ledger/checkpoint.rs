@@ -226,6 +226,7 @@ impl Ledger {
             no_open_runs: false,
             no_pending_gate: false,
             snapshot: c.snapshot,
+            add_usage: None,
         };
         self.write_one_or(op, &one, pipeline)
     }

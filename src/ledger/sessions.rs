@@ -356,6 +356,7 @@ impl Ledger {
             no_open_runs: status.is_terminal(),
             no_pending_gate: verb == Verb::Resume,
             snapshot: None,
+            add_usage: None,
         };
         self.write_one_or(op, &one, || {
             self.transition_pipeline(op, verb, status, change, event_type, text.as_deref())
@@ -507,6 +508,7 @@ impl Ledger {
             no_open_runs: false,
             no_pending_gate: false,
             snapshot: None,
+            add_usage: None,
         };
         self.write_one_or(op, &one, || {
             self.mutate(

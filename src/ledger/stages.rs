@@ -1,7 +1,7 @@
 //! Stages (docs/design.md, "Stages"; Amber's `stage_*` events).
 
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
-use super::write::{read_back, Op};
+use super::write::{read_back, OneEvent, Op};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -109,18 +109,32 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| {
-                w.update(SessionChange {
-                    stage: Some(Some(&req.name)),
-                    ..SessionChange::default()
-                })?;
-                w.event(event_type.as_str(), reason.as_deref(), Some(&data), None)?;
-                w.session()
-            },
-            &mut |tx, _| read_back(tx, id),
-        )
+        let change = SessionChange {
+            stage: Some(Some(&req.name)),
+            ..SessionChange::default()
+        };
+        let pipeline = || {
+            self.mutate(
+                op,
+                |_| Ok(()),
+                |w, ()| {
+                    w.update(change)?;
+                    w.event(event_type.as_str(), reason.as_deref(), Some(&data), None)?;
+                    w.session()
+                },
+                &mut |tx, _| read_back(tx, id),
+            )
+        };
+        let one = OneEvent {
+            change,
+            event_type: event_type.as_str(),
+            detail: reason.as_deref(),
+            data: Some(&data),
+            no_open_runs: false,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+        };
+        self.write_one_or(op, &one, pipeline)
     }
 }

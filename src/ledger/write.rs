@@ -57,6 +57,8 @@ pub(super) struct OneEvent<'a> {
     pub no_pending_gate: bool,
     /// A checkpoint's snapshot, stored with the event.
     pub snapshot: Option<crate::store::OneSnapshot<'a>>,
+    /// Usage added to the session's sums (`session usage`).
+    pub add_usage: Option<Usage>,
 }
 
 /// One mutation of an existing session, as the kernel runs it.
@@ -430,6 +432,7 @@ impl Ledger {
             no_pending_gate: one.no_pending_gate,
             snapshot: one.snapshot,
             lease_sha256: lease.as_deref(),
+            add_usage: one.add_usage,
         };
         self.store.write_one(&w).map_err(|e| self.fill_path(e))
     }

@@ -69,6 +69,10 @@ pub struct OneWrite<'a> {
     /// while the session's lease has it and has not expired at `now_ms`
     /// (docs/design.md, "Leases"); `None`: only while no lease row exists.
     pub lease_sha256: Option<&'a str>,
+    /// Usage to add to the session's sums (`session usage`): apply only
+    /// while the session has no budget (whose policy the pipeline applies)
+    /// and no sum would pass 2^53−1.
+    pub add_usage: Option<Usage>,
     /// Apply only while no run of the session is pending or running (a
     /// terminal status would end them).
     pub no_open_runs: bool,

@@ -43,6 +43,7 @@ mod pg_move;
 mod pg_one_statement;
 mod pg_one_statement_lease;
 mod pg_one_statement_runs;
+mod pg_one_statement_usage;
 mod pg_reads;
 mod pg_schema;
 mod pg_server;

@@ -60,7 +60,12 @@ const SELECT_AFTER_UPDATE: &str = "SELECT p.session_id, p.status, p.title, p.app
 /// The statement of [`OneWrite`] and its parameters. `lock_timeout_ms` is
 /// what the statement may wait for the session's row.
 pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Params) {
-    let (update, mut p) = super::sessions::session_update(w.session_id, w.guard, &w.change);
+    let (update, mut p) = super::sessions::session_update_adding(
+        w.session_id,
+        w.guard,
+        &w.change,
+        w.add_usage.as_ref(),
+    );
     let next = |p: &mut Params, v: Box<dyn postgres::types::ToSql + Sync>, t: Type| {
         p.push((v, t));
         format!("${}", p.len())
@@ -90,6 +95,18 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
             " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = $1 \
              AND (r.status = 'pending' OR r.status = 'running'))",
         );
+    }
+    if let Some(u) = &w.add_usage {
+        for (col, v) in [
+            ("input_tokens", u.input_tokens),
+            ("output_tokens", u.output_tokens),
+            ("api_calls", u.api_calls),
+            ("duration_ms", u.duration_ms),
+        ] {
+            let v = next(&mut p, Box::new(v), Type::INT8);
+            sql.push_str(&format!(" AND {col} + {v} <= {COUNT_MAX}"));
+        }
+        sql.push_str(" AND NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1)");
     }
     if w.no_pending_gate {
         sql.push_str(

@@ -276,6 +276,18 @@ pub fn try_insert_session(
 /// where the status is one of the guard's (literals from the enum) — and
 /// the rev is the guard's, when it has one.
 pub fn session_update(id: &str, g: SessionGuard<'_>, c: &SessionChange<'_>) -> (String, Params) {
+    session_update_adding(id, g, c, None)
+}
+
+/// [`session_update`] that also adds `add` to the usage sums (`col = col +
+/// $n`), for a write sent as one statement, which reads no sums first
+/// (`super::once`).
+pub fn session_update_adding(
+    id: &str,
+    g: SessionGuard<'_>,
+    c: &SessionChange<'_>,
+    add: Option<&crate::model::Usage>,
+) -> (String, Params) {
     let mut sql = String::from(
         "UPDATE sessions SET rev = rev + 1, updated_at_ms = GREATEST(updated_at_ms, $2)",
     );
@@ -325,6 +337,17 @@ pub fn session_update(id: &str, g: SessionGuard<'_>, c: &SessionChange<'_>) -> (
         );
         bind(&mut sql, "api_calls", Box::new(u.api_calls), Type::INT8);
         bind(&mut sql, "duration_ms", Box::new(u.duration_ms), Type::INT8);
+    }
+    if let Some(u) = add {
+        for (col, v) in [
+            ("input_tokens", u.input_tokens),
+            ("output_tokens", u.output_tokens),
+            ("api_calls", u.api_calls),
+            ("duration_ms", u.duration_ms),
+        ] {
+            p.push((Box::new(v), Type::INT8));
+            sql.push_str(&format!(", {col} = {col} + ${}", p.len()));
+        }
     }
     let statuses: Vec<String> = g
         .from
