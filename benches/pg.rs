@@ -394,9 +394,11 @@ fn lg_versions(py: &VenvPy) -> String {
 
 // --------------------------------------------------------------- writers
 
-fn writers_section(cfg: &Config, admin: &mut postgres::Client) {
+/// Fresh databases `lb` (migrated by a first `Ledger`) and `lg` (LangGraph's
+/// tables set up) for a section whose clients write beside LangGraph's;
+/// the venv's python.
+fn writer_dbs(cfg: &Config, admin: &mut postgres::Client, lb: &str, lg: &str) -> VenvPy {
     let py = venv();
-    let (lb, lg) = ("lbbench_writers", "lbbench_langgraph");
     fresh_db(admin, lb);
     fresh_db(admin, lg);
     drop(Ledger::open(LedgerOptions::at(db_url(&cfg.base, lb))).unwrap());
@@ -406,6 +408,12 @@ fn writers_section(cfg: &Config, admin: &mut postgres::Client) {
         .status()
         .unwrap();
     assert!(st.success(), "LangGraph setup failed");
+    py
+}
+
+fn writers_section(cfg: &Config, admin: &mut postgres::Client) {
+    let (lb, lg) = ("lbbench_writers", "lbbench_langgraph");
+    let py = writer_dbs(cfg, admin, lb, lg);
     let procs = [1usize, 8, 32];
     let kinds = [
         Kind::Checkpoint,

@@ -4,14 +4,11 @@
 //! trip per write") and without one (the transaction), beside LangGraph's
 //! `PostgresSaver.put` on the same server, at 1 and 8 client processes.
 
-use super::{
-    db_url, drop_db, fresh_db, lg_versions, median, run_trial, venv, Config, Kind, Trial, LG_SCRIPT,
-};
+use super::{drop_db, lg_versions, median, run_trial, Config, Kind, Trial};
 use logbook::ledger::RunUsageDelta;
-use logbook::{CreateRun, CreateSession, Ledger, LedgerOptions, Mutation};
+use logbook::{CreateRun, CreateSession, Ledger, Mutation};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::process::Command;
 
 /// A client of mode `usage` or `usage-keyed` (`a`: mode, database, seconds).
 pub fn writer(l: &Ledger, a: &[String]) {
@@ -51,17 +48,8 @@ pub fn writer(l: &Ledger, a: &[String]) {
 }
 
 pub fn section(cfg: &Config, admin: &mut postgres::Client) {
-    let py = venv();
     let (lb, lg) = ("lbbench_runs", "lbbench_runs_langgraph");
-    fresh_db(admin, lb);
-    fresh_db(admin, lg);
-    drop(Ledger::open(LedgerOptions::at(db_url(&cfg.base, lb))).unwrap());
-    let st = Command::new(&py.0)
-        .args([LG_SCRIPT, "setup"])
-        .env("LOGBOOK_BENCH_LG_URL", db_url(&cfg.base, lg))
-        .status()
-        .unwrap();
-    assert!(st.success(), "LangGraph setup failed");
+    let py = super::writer_dbs(cfg, admin, lb, lg);
     let procs = [1usize, 8];
     let kinds = [Kind::KeyedUsage, Kind::LangGraph, Kind::Usage];
     let mut res: HashMap<(Kind, usize), Vec<Trial>> = HashMap::new();

@@ -15,7 +15,7 @@ use logbook::{
     CheckpointRequest, CreateRun, GateKind, Ledger, LedgerOptions, LockRequest, Mutation,
 };
 use postgres::types::Type;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 
 pub(crate) fn server_port() -> u16 {
@@ -42,6 +42,85 @@ pub(crate) fn cuts(proxy: &Proxy, n: usize) -> usize {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     proxy.commits_cut()
+}
+
+/// A ledger on the env's database (migrated first) through a new proxy,
+/// whose bursts [`round_trips`] counts.
+pub(crate) fn through_proxy(env: &TestEnv) -> (Proxy, Ledger) {
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = open_ledger(Path::new(&via(env, &proxy, "")));
+    (proxy, lg)
+}
+
+/// How many round trips (bursts of messages to the server) `f` took.
+pub(crate) fn round_trips(proxy: &Proxy, f: impl FnOnce()) -> usize {
+    let before = proxy.bursts();
+    f();
+    proxy.bursts() - before
+}
+
+/// What a differential run gives each step: the shared fixed clock and the
+/// ledger's keys.
+pub(crate) struct Steps<'a> {
+    now: &'a std::sync::atomic::AtomicI64,
+    prefix: Option<String>,
+}
+
+impl Steps<'_> {
+    /// Moves the clock one second on.
+    pub(crate) fn tick(&self) {
+        self.now
+            .fetch_add(1000, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The write's mutation: keyed (`key` under this ledger's prefix), or
+    /// none for the ledger without keys.
+    pub(crate) fn m(&self, key: &str) -> Mutation {
+        match &self.prefix {
+            Some(p) => keyed(&format!("{p}-{key}")),
+            None => Mutation::default(),
+        }
+    }
+}
+
+/// The same writes (`run`, on a fresh session of its own) through three
+/// ledgers on one fixed clock starting at `t0` each time: on the server
+/// with keys (one statement each), on the server without (the pipeline's
+/// transaction), on SQLite with keys (the pipeline). What `run` returns
+/// must be the same for all three.
+pub(crate) fn differential(env: &TestEnv, t0: i64, run: impl Fn(&Ledger, &Steps<'_>) -> Value) {
+    let sqlite_dir = tempfile::tempdir().unwrap();
+    let (clock, now) = Clock::fixed(t0);
+    let open = |path: &Path| {
+        Ledger::open(LedgerOptions {
+            clock: clock.clone(),
+            ..LedgerOptions::at(path)
+        })
+        .unwrap()
+    };
+    let ledgers = [
+        (open(&env.db), true),
+        (open(&env.db), false),
+        (open(&sqlite_dir.path().join("l.db")), true),
+    ];
+    let seen: Vec<Value> = ledgers
+        .iter()
+        .enumerate()
+        .map(|(i, (lg, with_keys))| {
+            now.store(t0, std::sync::atomic::Ordering::SeqCst);
+            let steps = Steps {
+                now: &now,
+                prefix: with_keys.then(|| i.to_string()),
+            };
+            run(lg, &steps)
+        })
+        .collect();
+    assert_eq!(
+        seen[0], seen[1],
+        "one statement vs the pipeline, on the server"
+    );
+    assert_eq!(seen[0], seen[2], "the server vs SQLite");
 }
 
 pub(crate) fn keyed(key: &str) -> Mutation {
@@ -184,14 +263,8 @@ fn pg_the_server_hashes_an_event_as_the_library_does() {
 #[test]
 fn pg_a_keyed_write_and_a_plain_create_are_one_round_trip_each() {
     let env = TestEnv::new();
-    env.create("migrated");
-    let proxy = Proxy::start(server_port());
-    let lg = open_ledger(Path::new(&via(&env, &proxy, "")));
-    let count = |f: &mut dyn FnMut()| {
-        let before = proxy.bursts();
-        f();
-        proxy.bursts() - before
-    };
+    let (proxy, lg) = through_proxy(&env);
+    let count = |f: &mut dyn FnMut()| round_trips(&proxy, f);
     // The first of each statement prepares it (one round trip more).
     let id = lib_create(&lg, "warm", "a");
     lg.checkpoint(&id, cp("s0", None), &keyed("k0")).unwrap();
@@ -266,33 +339,8 @@ fn pg_a_keyed_write_and_a_plain_create_are_one_round_trip_each() {
 fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
     // No session before these (a creation time is never below the newest).
     let env = TestEnv::new();
-    let sqlite_dir = tempfile::tempdir().unwrap();
-    let (clock, now) = Clock::fixed(1_782_040_000_000);
-    let open = |path: &Path| {
-        Ledger::open(LedgerOptions {
-            clock: clock.clone(),
-            ..LedgerOptions::at(path)
-        })
-        .unwrap()
-    };
-    let ledgers = [
-        (open(&env.db), true),
-        (open(&env.db), false),
-        (open(&sqlite_dir.path().join("l.db")), true),
-    ];
-    let mut shown: Vec<(Value, Vec<Value>)> = Vec::new();
-    for (i, (lg, with_keys)) in ledgers.iter().enumerate() {
-        now.store(1_782_040_000_000, std::sync::atomic::Ordering::SeqCst);
-        let tick = || {
-            now.fetch_add(1000, std::sync::atomic::Ordering::SeqCst);
-        };
-        let m = |k: &str| {
-            if *with_keys {
-                keyed(&format!("{i}-{k}"))
-            } else {
-                Mutation::default()
-            }
-        };
+    differential(&env, 1_782_040_000_000, |lg, st| {
+        let (tick, m) = (|| st.tick(), |k: &str| st.m(k));
         let created = lg
             .create_session(CreateSession {
                 app: Some("diff".into()),
@@ -347,23 +395,18 @@ fn pg_one_statement_writes_leave_the_rows_the_pipeline_leaves() {
         returned.push(serde_json::to_value(&*done).unwrap());
         // What each write returned is the session as it is read back.
         let back = serde_json::to_value(lg.get_session(&id).unwrap()).unwrap();
-        assert_eq!(returned.last().unwrap(), &back, "ledger {i}");
+        assert_eq!(returned.last().unwrap(), &back);
         // LEDGER_TAMPERED at the first hash the library computes otherwise.
         let report = lg.verify(std::slice::from_ref(&id)).unwrap();
-        assert_eq!(report.events, 8, "ledger {i}");
+        assert_eq!(report.events, 8);
         let events = events_without_ids(lg, &id);
         let normal = |mut v: Value| {
             v.as_object_mut().unwrap().remove("session_id");
             v
         };
         let returned: Vec<Value> = returned.into_iter().map(normal).collect();
-        shown.push((Value::Array(returned), events));
-    }
-    assert_eq!(
-        shown[0], shown[1],
-        "one statement vs the pipeline, on the server"
-    );
-    assert_eq!(shown[0], shown[2], "the server vs SQLite");
+        json!([returned, events])
+    });
 }
 
 #[test]

@@ -7,11 +7,9 @@
 //! lease).
 
 use crate::common::*;
-use crate::pg_one_statement::{keyed, server_port, via};
-use crate::proxy::Proxy;
+use crate::pg_one_statement::{keyed, round_trips, through_proxy};
 use logbook::ledger::RunUsageDelta;
 use logbook::{CreateRun, LockRequest, Mutation};
-use std::path::Path;
 
 fn with_lease(key: &str, token: &str) -> Mutation {
     Mutation {
@@ -23,14 +21,8 @@ fn with_lease(key: &str, token: &str) -> Mutation {
 #[test]
 fn pg_a_keyed_write_with_the_lease_token_is_one_round_trip() {
     let env = TestEnv::new();
-    env.create("migrated");
-    let proxy = Proxy::start(server_port());
-    let lg = open_ledger(Path::new(&via(&env, &proxy, "")));
-    let count = |f: &mut dyn FnMut()| {
-        let before = proxy.bursts();
-        f();
-        proxy.bursts() - before
-    };
+    let (proxy, lg) = through_proxy(&env);
+    let count = |f: &mut dyn FnMut()| round_trips(&proxy, f);
     let id = lib_create(&lg, "leased", "a");
     let lease = lg
         .lock(

@@ -7,7 +7,9 @@
 //! lost on the way back is applied once.
 
 use crate::common::*;
-use crate::pg_one_statement::{cuts, events_without_ids, keyed, server_port, via};
+use crate::pg_one_statement::{
+    cuts, differential, events_without_ids, keyed, round_trips, server_port, through_proxy, via,
+};
 use crate::proxy::Proxy;
 use logbook::clock::Clock;
 use logbook::ledger::{CreateSession, RunUsageDelta, SetBudget};
@@ -33,14 +35,8 @@ fn new_run(lg: &Ledger, id: &str) -> String {
 #[test]
 fn pg_a_keyed_run_verb_is_one_round_trip() {
     let env = TestEnv::new();
-    env.create("migrated");
-    let proxy = Proxy::start(server_port());
-    let lg = open_ledger(Path::new(&via(&env, &proxy, "")));
-    let count = |f: &mut dyn FnMut()| {
-        let before = proxy.bursts();
-        f();
-        proxy.bursts() - before
-    };
+    let (proxy, lg) = through_proxy(&env);
+    let count = |f: &mut dyn FnMut()| round_trips(&proxy, f);
     let id = lib_create(&lg, "runs", "a");
     // The first of each statement prepares it (one round trip more).
     let warm = lg
@@ -134,33 +130,8 @@ fn events_without_run_ids(lg: &Ledger, id: &str) -> Vec<Value> {
 #[test]
 fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
     let env = TestEnv::new();
-    let sqlite_dir = tempfile::tempdir().unwrap();
-    let (clock, now) = Clock::fixed(1_782_060_000_000);
-    let open = |path: &Path| {
-        Ledger::open(LedgerOptions {
-            clock: clock.clone(),
-            ..LedgerOptions::at(path)
-        })
-        .unwrap()
-    };
-    let ledgers = [
-        (open(&env.db), true),
-        (open(&env.db), false),
-        (open(&sqlite_dir.path().join("l.db")), true),
-    ];
-    let mut seen: Vec<Value> = Vec::new();
-    for (i, (lg, with_keys)) in ledgers.iter().enumerate() {
-        now.store(1_782_060_000_000, std::sync::atomic::Ordering::SeqCst);
-        let tick = || {
-            now.fetch_add(1000, std::sync::atomic::Ordering::SeqCst);
-        };
-        let m = |k: &str| {
-            if *with_keys {
-                keyed(&format!("{i}-{k}"))
-            } else {
-                Mutation::default()
-            }
-        };
+    differential(&env, 1_782_060_000_000, |lg, st| {
+        let (tick, m) = (|| st.tick(), |k: &str| st.m(k));
         let id = lg
             .create_session(CreateSession {
                 app: Some("diff".into()),
@@ -255,18 +226,13 @@ fn pg_one_statement_run_verbs_leave_the_rows_the_pipeline_leaves() {
         let mut s = serde_json::to_value(lg.get_session(&id).unwrap()).unwrap();
         s.as_object_mut().unwrap().remove("session_id");
         assert_eq!(lg.verify(std::slice::from_ref(&id)).unwrap().sessions, 1);
-        seen.push(json!({
+        json!({
             "returned": returned,
             "runs": runs_without_ids(lg, &id),
             "events": events_without_run_ids(lg, &id),
             "session": s,
-        }));
-    }
-    assert_eq!(
-        seen[0], seen[1],
-        "one statement vs the pipeline, on the server"
-    );
-    assert_eq!(seen[0], seen[2], "the server vs SQLite");
+        })
+    });
     // The keyed ledger's seventeen applied verbs left their keys (the
     // unkeyed one none); `pg_a_keyed_run_verb_is_one_round_trip` shows
     // they are sent as one statement.

@@ -70,17 +70,21 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
         p.push((v, t));
         format!("${}", p.len())
     };
-    let timeout = next(&mut p, Box::new(lock_timeout_ms.to_string()), Type::TEXT);
-    let (key, digest) = w.idempotency;
-    let key = next(&mut p, Box::new(key_sha256(key)), Type::TEXT);
-    let digest = next(&mut p, Box::new(digest.to_owned()), Type::TEXT);
-    let ty = next(&mut p, Box::new(w.event_type.to_owned()), Type::TEXT);
-    let actor = next(
+    let EventParams {
+        timeout,
+        key,
+        digest,
+        ty,
+        actor,
+        detail,
+    } = event_params(
         &mut p,
-        Box::new(w.actor_type.as_str().to_owned()),
-        Type::TEXT,
+        lock_timeout_ms,
+        w.idempotency,
+        w.event_type,
+        w.actor_type,
+        w.detail,
     );
-    let detail = next(&mut p, Box::new(w.detail.map(str::to_owned)), Type::TEXT);
     let data = next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT);
     let lease = lease_rule(&mut p, w.lease_sha256, "$1");
     let mut sql = format!(
@@ -155,6 +159,41 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     }
     sql.push_str(SELECT_AFTER_UPDATE);
     (sql, p)
+}
+
+/// The placeholders of what every one-statement write binds besides its
+/// rows: its `lock_timeout`, its key's SHA-256 and request digest, and its
+/// event's type, actor and detail.
+struct EventParams {
+    timeout: String,
+    key: String,
+    digest: String,
+    ty: String,
+    actor: String,
+    detail: String,
+}
+
+/// Binds [`EventParams`] (in that order) after `p`'s parameters.
+fn event_params(
+    p: &mut Params,
+    lock_timeout_ms: i64,
+    (key, digest): (&str, &str),
+    event_type: &str,
+    actor: crate::model::ActorType,
+    detail: Option<&str>,
+) -> EventParams {
+    let mut next = |v: Box<dyn postgres::types::ToSql + Sync>| {
+        p.push((v, Type::TEXT));
+        format!("${}", p.len())
+    };
+    EventParams {
+        timeout: next(Box::new(lock_timeout_ms.to_string())),
+        key: next(Box::new(key_sha256(key))),
+        digest: next(Box::new(digest.to_owned())),
+        ty: next(Box::new(event_type.to_owned())),
+        actor: next(Box::new(actor.as_str().to_owned())),
+        detail: next(Box::new(detail.map(str::to_owned))),
+    }
 }
 
 /// The lease rule of a one-statement write on session `session` (SQL):
@@ -337,18 +376,22 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
         Some(r) => format!(" AND rev = {}", next(&mut p, Box::new(r), Type::INT8)),
         None => String::new(),
     };
-    let timeout = next(&mut p, Box::new(lock_timeout_ms.to_string()), Type::TEXT);
     let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id");
-    let (key, digest) = w.idempotency;
-    let key = next(&mut p, Box::new(key_sha256(key)), Type::TEXT);
-    let digest = next(&mut p, Box::new(digest.to_owned()), Type::TEXT);
-    let ty = next(&mut p, Box::new(w.event_type.to_owned()), Type::TEXT);
-    let actor = next(
+    let EventParams {
+        timeout,
+        key,
+        digest,
+        ty,
+        actor,
+        detail,
+    } = event_params(
         &mut p,
-        Box::new(w.actor_type.as_str().to_owned()),
-        Type::TEXT,
+        lock_timeout_ms,
+        w.idempotency,
+        w.event_type,
+        w.actor_type,
+        w.detail,
     );
-    let detail = next(&mut p, Box::new(w.detail.map(str::to_owned)), Type::TEXT);
     let data = match w.change {
         // The run's new count, as serde writes `{"turn_count":N}`.
         OneRunChange::Change(RunChange::Turn) => {
