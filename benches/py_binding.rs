@@ -8,6 +8,14 @@
 //! 5 batches of CALLS calls of the mean time per call. Without arguments it
 //! makes a temporary ledger with one small session (a checkpoint with a
 //! small state and an event) and times 20,000 calls of each.
+//!
+//! `cargo bench --bench py_binding -- checkpoint DB OPS SYNC` (SYNC `full` or
+//! `normal`) is the library's side of the saver comparison ("the library
+//! against `SqliteSaver.put`"): a fresh process opens a ledger at DB, creates
+//! a session and records OPS checkpoints on it, each with what the saver's
+//! `put` sends (a state of the saver's shape and a 416-byte payload, the
+//! step `langgraph NSKEY ID_HEX`), and prints `checkpoint MICROSECONDS`, the
+//! mean per checkpoint.
 
 use logbook::{AppendEvent, CheckpointRequest, CreateSession, Ledger, LedgerOptions, Mutation};
 use std::hint::black_box;
@@ -19,6 +27,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
+    if let [mode, db, ops, sync] = args.as_slice() {
+        if mode == "checkpoint" {
+            return checkpoints(db, ops.parse().unwrap_or(500), sync);
+        }
+    }
     let tmp;
     let (db, sid, calls) = if let [db, sid, calls] = args.as_slice() {
         (db.into(), sid.clone(), calls.parse().unwrap_or(20_000))
@@ -73,4 +86,49 @@ fn main() {
         per_call.sort_by(f64::total_cmp);
         println!("{name} {:.2}", per_call[2]);
     }
+}
+
+/// The library's side of the saver comparison (module docs).
+fn checkpoints(db: &str, ops: usize, sync: &str) {
+    let sync = match sync {
+        "normal" => logbook::SyncMode::Normal,
+        _ => logbook::SyncMode::Full,
+    };
+    let l = Ledger::open(LedgerOptions {
+        sync,
+        ..LedgerOptions::at(db)
+    })
+    .expect("open");
+    let sid = l
+        .create_session(CreateSession {
+            app: Some("langgraph".into()),
+            ..CreateSession::titled("LangGraph thread")
+        })
+        .expect("create")
+        .into_inner()
+        .session_id
+        .to_string();
+    let payload: Vec<u8> = (0..416u32).map(|i| (i * 37 % 251) as u8).collect();
+    let t = Instant::now();
+    for i in 0..ops {
+        let id = format!("1f0c{i:028x}-0000-6000-8000-000000000000");
+        let state = serde_json::json!({
+            "v": 2, "checkpoint_ns": "", "checkpoint_id": id,
+            "parent_checkpoint_id": null,
+            "checkpoint": {"type": "msgpack", "bytes": 386},
+            "metadata": {"type": "msgpack", "bytes": 30},
+        });
+        let req = CheckpointRequest {
+            step: Some(format!("langgraph e3b0c44298fc1c14 {}", hex::encode(&id))),
+            state: Some(state),
+            payload: Some(payload.clone()),
+            ..Default::default()
+        };
+        l.checkpoint(&sid, req, &Mutation::default())
+            .expect("checkpoint");
+    }
+    println!(
+        "checkpoint {:.2}",
+        t.elapsed().as_secs_f64() * 1e6 / ops as f64
+    );
 }

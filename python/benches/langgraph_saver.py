@@ -452,6 +452,44 @@ def bench_binding(a, d):
     table(["read", "Python µs", "Rust µs", "difference µs (median)", "per round"], rows)
 
 
+# -- lib -----------------------------------------------------------------------
+
+
+def bench_lib(a, d):
+    """The Rust library's checkpoint (what the saver's put sends, from a
+    fresh process: `cargo bench --bench py_binding -- checkpoint …`) against
+    SqliteSaver.put on one thread, each on a fresh file, alternating."""
+    env = dict(os.environ)
+    if a.target_dir:
+        env["CARGO_TARGET_DIR"] = a.target_dir
+    subprocess.run(["cargo", "bench", "--bench", "py_binding", "--no-run"], cwd=ROOT, env=env,
+                   check=True, stderr=subprocess.DEVNULL)
+    n = a.one_ops
+    lib, sq = [], []
+
+    def rust(r):
+        path = os.path.join(d, f"lib-{r}.db")
+        out = subprocess.run(["cargo", "bench", "--bench", "py_binding", "--", "checkpoint",
+                              path, str(n), a.sync], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout
+        lib.append(float(out.split()[1]))
+
+    def saver(r):
+        s = sqlite_saver(os.path.join(d, f"lib-sq-{r}.db"), a.sync)
+        sq.append(put_one_thread(s, f"lib-{r}", n))
+        close(s)
+
+    for r in range(a.rounds):
+        for f in (saver, rust) if r % 2 else (rust, saver):
+            f(r)
+    ratios = [q / x for x, q in zip(lib, sq)]
+    print(f"### the library against SqliteSaver.put (synchronous={a.sync.upper()}, "
+          f"{n:,} on one thread from a fresh process, {a.rounds} rounds)\n")
+    table(["library µs/checkpoint", "SqliteSaver µs/put", "ratio (median)", "per round"],
+          [[f"{med(lib):.0f}", f"{med(sq):.0f}", f"{med(ratios):.2f}",
+            " ".join(f"{x:.2f}" for x in ratios)]])
+
+
 # -- pg ------------------------------------------------------------------------
 
 
@@ -492,7 +530,7 @@ def main():
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="put,read,procs,binding",
-                    help="comma-separated sections: put, read, procs, binding, pg, bytes")
+                    help="comma-separated sections: put, read, procs, binding, pg, bytes, lib")
     ap.add_argument("--sync", choices=["full", "normal"], default="full")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=10_000)
@@ -518,7 +556,7 @@ def main():
         for section in a.only.split(","):
             {"put": bench_put, "read": bench_read, "procs": bench_procs,
              "binding": bench_binding, "pg": bench_pg,
-             "bytes": bench_bytes}[section.strip()](a, d)
+             "bytes": bench_bytes, "lib": bench_lib}[section.strip()](a, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
