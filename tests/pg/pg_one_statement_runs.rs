@@ -381,3 +381,82 @@ fn pg_a_lost_reply_to_a_run_statement_is_applied_once() {
         ["created", "run_created", "run_started", "run_usage"]
     );
 }
+
+/// Waits (bounded) until `n` backends of the test's database wait on a
+/// lock.
+fn lock_waiters(env: &TestEnv, n: i64) {
+    for _ in 0..3000 {
+        let waiting = env.scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        if waiting >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{n} lock waiters never showed up");
+}
+
+/// Two keyed run verbs queued on the session's row: the second's
+/// statement was planned on a snapshot in which the run was still running,
+/// and finds it ended once the first commits. It applies nothing (not the
+/// session's rev, not its sums) and the pipeline answers as it would have
+/// answered had it come second (RUN_INVALID_TRANSITION: the run has
+/// ended), and the run's sums, the session's and the events agree.
+#[test]
+fn pg_a_run_verb_queued_behind_its_runs_end_applies_nothing_and_gets_the_pipelines_answer() {
+    type Verb = fn(&Ledger, &str) -> logbook::Result<()>;
+    let verbs: [(&str, Verb); 3] = [
+        ("usage", |lg, run| {
+            lg.record_run_usage(run, usage(10, 5, 1), &keyed("late"))
+                .map(drop)
+        }),
+        ("turn", |lg, run| {
+            lg.increment_turn(run, &keyed("late")).map(drop)
+        }),
+        ("complete", |lg, run| {
+            lg.complete_run(run, None, &keyed("late")).map(drop)
+        }),
+    ];
+    for (name, late) in verbs {
+        let env = TestEnv::new();
+        let lg = env.ledger();
+        let id = lib_create(&lg, "race", "a");
+        let run = new_run(&lg, &id);
+        lg.start_run(&run, &Mutation::default()).unwrap();
+        let lock = env.hold_write_lock(&id);
+        let first = {
+            let (db, run) = (env.db.clone(), run.clone());
+            std::thread::spawn(move || {
+                let lg = Ledger::open(LedgerOptions::at(&db)).unwrap();
+                lg.cancel_run(&run, &keyed("first")).map(drop)
+            })
+        };
+        lock_waiters(&env, 1);
+        let second = {
+            let (db, run) = (env.db.clone(), run.clone());
+            std::thread::spawn(move || {
+                let lg = Ledger::open(LedgerOptions::at(&db)).unwrap();
+                late(&lg, &run)
+            })
+        };
+        lock_waiters(&env, 2);
+        lock.release();
+        first.join().unwrap().unwrap();
+        let e = second.join().unwrap().unwrap_err();
+        assert_eq!(e.code().as_str(), "RUN_INVALID_TRANSITION", "{name}");
+        let s = lg.get_session(&id).unwrap();
+        let r = lg.get_run(&run).unwrap();
+        assert_eq!(
+            (s.rev, s.usage.input_tokens, s.usage.api_calls, r.usage.input_tokens, r.turn_count),
+            (4, 0, 0, 0, 0),
+            "{name}: the session and the run after a refused late {name}"
+        );
+        assert_eq!(
+            lg.verify(std::slice::from_ref(&id)).unwrap().events,
+            4,
+            "{name}"
+        );
+    }
+}

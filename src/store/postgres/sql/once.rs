@@ -231,10 +231,17 @@ const RUN_RETURNING: &str = "RETURNING runs.run_id, runs.session_id, runs.status
 /// so when it matches no row nothing is written; the run's INSERT or
 /// UPDATE (`ru`) and the event follow it, and the statement returns the run
 /// as it now stands. An existing run's session is looked up by the
-/// statement. A run changed by a writer that committed after this
-/// statement's snapshot has also appended an event of the session, so this
-/// statement's seq is stale and the event's insert trigger refuses it, as
-/// in [`write_statement`].
+/// statement.
+///
+/// A writer that committed after this statement's snapshot may have ended
+/// or changed the run: the session's UPDATE then waits for that writer,
+/// re-checks its row and still matches (the `EXISTS` reads the snapshot),
+/// while `ru`, re-checking the run's newest row, matches none. The event is
+/// inserted whenever the session's row was updated, so such a statement
+/// always fails: its seq is stale (that writer appended an event of the
+/// session) and, with no run row, its seq is NULL, which `events.seq`
+/// refuses. Nothing is applied and the pipeline answers, as in
+/// [`write_statement`].
 pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Params) {
     let mut p: Params = vec![
         (Box::new(w.run_id.to_owned()), Type::TEXT),
@@ -418,9 +425,10 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
          ru AS ({ru}), \
          ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
            run_id, prev_hash, hash) \
-           SELECT p.session_id, p.next_seq, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
+           SELECT p.session_id, CASE WHEN ru.run_id IS NOT NULL THEN p.next_seq END, {ty}, \
+           p.updated_at_ms, {actor}, {detail}, {data}, \
            ru.run_id, p.link, logbook_event_hash(p.link, p.session_id, p.next_seq, {ty}, \
-           p.updated_at_ms, {actor}, {detail}, {data}, ru.run_id) FROM p, ru \
+           p.updated_at_ms, {actor}, {detail}, {data}, ru.run_id) FROM p LEFT JOIN ru ON true \
            RETURNING event_id), \
          k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, request_digest, \
            rev) SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) \
