@@ -460,7 +460,15 @@ impl Ledger {
                     m: &m_run,
                     digest: dg.as_deref(),
                 };
-                let body = |w: &mut Write<'_, '_>, ()| {
+                // The run again under the session's lock (a server locks
+                // the row in `mutate_in`): the read above may predate a
+                // writer that changed the run while this one waited.
+                let locked = |tx: &mut dyn crate::store::Tx| {
+                    tx.find_run(run_id)?.ok_or_else(|| Error::RunNotFound {
+                        id: run_id.to_owned(),
+                    })
+                };
+                let body = |w: &mut Write<'_, '_>, run: Run| {
                     change_run(
                         w,
                         &run,
@@ -471,7 +479,7 @@ impl Ledger {
                         m.if_rev,
                     )
                 };
-                self.mutate_in(tx, op, |_| Ok(()), body, &mut replay_run)
+                self.mutate_in(tx, op, locked, body, &mut replay_run)
             })
             .map_err(|e| self.fill_path(e))
         };

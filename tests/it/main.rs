@@ -70,6 +70,7 @@ mod replays;
 mod repo_docs;
 mod resolve;
 mod retention_guards;
+mod run_race;
 mod runs;
 mod runs_ending;
 mod runs_store;

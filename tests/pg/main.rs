@@ -123,6 +123,8 @@ mod replays;
 mod resolve;
 #[path = "../it/retention_guards.rs"]
 mod retention_guards;
+#[path = "../it/run_race.rs"]
+mod run_race;
 #[path = "../it/runs.rs"]
 mod runs;
 #[path = "../it/runs_ending.rs"]

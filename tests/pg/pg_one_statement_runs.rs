@@ -449,7 +449,13 @@ fn pg_a_run_verb_queued_behind_its_runs_end_applies_nothing_and_gets_the_pipelin
         let s = lg.get_session(&id).unwrap();
         let r = lg.get_run(&run).unwrap();
         assert_eq!(
-            (s.rev, s.usage.input_tokens, s.usage.api_calls, r.usage.input_tokens, r.turn_count),
+            (
+                s.rev,
+                s.usage.input_tokens,
+                s.usage.api_calls,
+                r.usage.input_tokens,
+                r.turn_count
+            ),
             (4, 0, 0, 0, 0),
             "{name}: the session and the run after a refused late {name}"
         );
