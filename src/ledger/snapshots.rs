@@ -383,10 +383,14 @@ impl Ledger {
                     return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }
             }
-            // Held until COMMIT: a purge of the source waits for the fork.
-            if !tx.lock_session_key(id)? {
+            // The source's row, locked until COMMIT (a server takes it
+            // here): the session and the snapshot read next are what the
+            // fork's event follows, not what a writer that commits while
+            // this one waits replaces, and a purge of the source waits for
+            // the fork.
+            let Some(state) = tx.select_session_state(id)? else {
                 return Err(Error::SessionNotFound { id: id.to_owned() });
-            }
+            };
             let source = tx
                 .find_session(id)?
                 .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
@@ -408,9 +412,7 @@ impl Ledger {
                         Error::internal("a conditional update matched no row")
                     }));
                 }
-                if let Some(st) = tx.select_session_state(id)? {
-                    super::guards::lease(id, &st, m.lease.as_deref(), now)?;
-                }
+                super::guards::lease(id, &state, m.lease.as_deref(), now)?;
             } else if let Some(r) = m.if_rev.filter(|r| *r != source.rev) {
                 return Err(Error::Conflict {
                     id: id.to_owned(),

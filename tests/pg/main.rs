@@ -39,6 +39,7 @@ mod pg;
 // PostgreSQL only.
 mod failover;
 mod pg_create_first;
+mod pg_fork_race;
 mod pg_move;
 mod pg_one_statement;
 mod pg_one_statement_lease;

@@ -637,3 +637,19 @@ fn pg_a_backend_terminated_after_its_reply_leaves_one_create_and_one_checkpoint(
     assert_eq!(w.value.rev, 2);
     assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
 }
+
+/// Waits (bounded) until `n` backends of the test's database wait on a
+/// lock.
+pub(crate) fn lock_waiters(env: &TestEnv, n: i64) {
+    for _ in 0..3000 {
+        let waiting = env.scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        if waiting >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{n} lock waiters never showed up");
+}

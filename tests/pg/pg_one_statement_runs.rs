@@ -8,7 +8,8 @@
 
 use crate::common::*;
 use crate::pg_one_statement::{
-    cuts, differential, events_without_ids, keyed, round_trips, server_port, through_proxy, via,
+    cuts, differential, events_without_ids, keyed, lock_waiters, round_trips, server_port,
+    through_proxy, via,
 };
 use crate::proxy::Proxy;
 use logbook::clock::Clock;
@@ -380,22 +381,6 @@ fn pg_a_lost_reply_to_a_run_statement_is_applied_once() {
         event_types(&env, &id),
         ["created", "run_created", "run_started", "run_usage"]
     );
-}
-
-/// Waits (bounded) until `n` backends of the test's database wait on a
-/// lock.
-fn lock_waiters(env: &TestEnv, n: i64) {
-    for _ in 0..3000 {
-        let waiting = env.scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        );
-        if waiting >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("{n} lock waiters never showed up");
 }
 
 /// Two keyed run verbs queued on the session's row: the second's
