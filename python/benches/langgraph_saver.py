@@ -488,6 +488,24 @@ def bench_lib(a, d):
     table(["library µs/checkpoint", "SqliteSaver µs/put", "ratio (median)", "per round"],
           [[f"{med(lib):.0f}", f"{med(sq):.0f}", f"{med(ratios):.2f}",
             " ".join(f"{x:.2f}" for x in ratios)]])
+    print(f"SqliteSaver's WAL frames per put: {saver_wal_frames(d, n):.2f} "
+          "(the ledger's per checkpoint: BENCHMARKS.md, \"WAL pages written per operation\")\n")
+
+
+def saver_wal_frames(d, n):
+    """WAL frames one SqliteSaver.put appends: the WAL's growth over `n` puts
+    on one thread (after 50 to warm up), automatic checkpoints off."""
+    path = os.path.join(d, "lib-wal.db")
+    s = sqlite_saver(path, "full")
+    s.conn.execute("PRAGMA wal_autocheckpoint=0")
+    page = s.conn.execute("PRAGMA page_size").fetchone()[0]
+    put_one_thread(s, "warm", 50)
+    s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = os.path.getsize(path + "-wal")
+    put_one_thread(s, "wal", n)
+    grown = os.path.getsize(path + "-wal") - max(before, 32)
+    close(s)
+    return grown / (page + 24) / n
 
 
 # -- pg ------------------------------------------------------------------------
