@@ -434,14 +434,20 @@ pub(super) fn json_flag_text(field: &str, value: Option<&str>) -> Result<Option<
                     .and_then(|f| f.take(JSON_FILE_MAX + 1).read_to_string(&mut buf))
             };
             res.map_err(|e| {
-                Error::invalid(
-                    field,
-                    format!(
-                        "cannot read {}: {}",
-                        if src == "-" { "stdin" } else { "the file" },
-                        e.kind()
-                    ),
-                )
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file".to_owned(),
+                    std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                    std::io::ErrorKind::IsADirectory => "it is a directory".to_owned(),
+                    std::io::ErrorKind::InvalidData => "it is not UTF-8 text".to_owned(),
+                    k => k.to_string(),
+                };
+                let what = if src == "-" {
+                    "stdin".to_owned()
+                } else {
+                    // A path typed by the user; redacted like every echo.
+                    format!("the file `{}`", logbook::redact::redact(src))
+                };
+                Error::invalid(field, format!("cannot read {what}: {why}"))
             })?;
             if buf.len() as u64 > JSON_FILE_MAX {
                 return Err(Error::invalid(field, "the input is larger than 16 MiB"));

@@ -624,3 +624,47 @@ fn a_json_flag_with_a_key_twice_is_invalid_argument_not_read_last_wins() {
         );
     }
 }
+
+/// A JSON flag's `@file` that cannot be read names the file (redacted, as
+/// every echo) and says why in plain words; nothing is written.
+#[test]
+fn an_unreadable_at_file_is_named_with_its_reason() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    let dir = env.dir.path().display().to_string();
+    let missing = format!("@{dir}/missing.json");
+    let secret = format!("@{dir}/sk-abcdefabcdefabcdefabcdef1234");
+    let bad = env.dir.path().join("bad.json");
+    fs::write(&bad, b"\xff\xfe").unwrap();
+    let bad = format!("@{}", bad.display());
+    let folder = format!("@{dir}");
+    for (arg, message) in [
+        (
+            &missing,
+            format!("invalid `context`: cannot read the file `{dir}/missing.json`: no such file"),
+        ),
+        (
+            &folder,
+            format!("invalid `context`: cannot read the file `{dir}`: it is a directory"),
+        ),
+        (
+            &bad,
+            format!(
+                "invalid `context`: cannot read the file `{dir}/bad.json`: it is not UTF-8 text"
+            ),
+        ),
+        (
+            &secret,
+            format!("invalid `context`: cannot read the file `{dir}/[REDACTED]`: no such file"),
+        ),
+    ] {
+        let err = refused(
+            &env,
+            &id,
+            &["session", "create", "--title", "t", "--context", arg],
+            "INVALID_ARGUMENT",
+            2,
+        );
+        assert_eq!(err["message"], message.as_str(), "{arg}");
+    }
+}
