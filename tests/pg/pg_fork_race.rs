@@ -1,22 +1,13 @@
 //! `fork` beside writers of its source on a server (docs/design.md,
 //! "Snapshots"): the fork locks the source's row before it reads the
 //! source and its snapshot, so a writer queued before it is what it
-//! follows. Each test queues two writers behind a held lock (polling
-//! `pg_stat_activity`, no assertion on time) and releases it.
+//! follows. Each test queues two writers behind a held lock
+//! (`pg_one_statement::queued`; no assertion on time) and releases it.
 
 use crate::common::*;
-use crate::pg_one_statement::lock_waiters;
-use logbook::{CheckpointRequest, ForkRequest, Ledger, LedgerOptions, Mutation, Session};
+use crate::pg_one_statement::queued;
+use logbook::{CheckpointRequest, ForkRequest, Ledger, Mutation, Session};
 use serde_json::{json, Value};
-
-/// Runs `f` on a ledger of its own on another thread.
-fn on_thread<T: Send + 'static>(
-    env: &TestEnv,
-    f: impl FnOnce(&Ledger) -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let db = env.db.clone();
-    std::thread::spawn(move || f(&Ledger::open(LedgerOptions::at(&db)).unwrap()))
-}
 
 fn fork(lg: &Ledger, id: &str) -> logbook::Result<Session> {
     lg.fork(
@@ -60,26 +51,26 @@ fn pg_a_fork_queued_behind_a_checkpoint_copies_that_checkpoints_snapshot() {
         let id = lib_create(&lg, "fork race", "a");
         lg.checkpoint(&id, with_state(1), &Mutation::default())
             .unwrap();
-        let lock = env.hold_write_lock(&id);
-        let first = {
-            let id = id.clone();
-            on_thread(&env, move |lg| {
-                let m = Mutation {
-                    idempotency_key: keyed.then(|| "k".to_owned()),
-                    ..Mutation::default()
-                };
-                lg.checkpoint(&id, with_state(2), &m).unwrap().value
-            })
-        };
-        lock_waiters(&env, 1);
-        let second = {
-            let id = id.clone();
-            on_thread(&env, move |lg| fork(lg, &id))
-        };
-        lock_waiters(&env, 2);
-        lock.release();
-        let seq = first.join().unwrap().checkpoint.unwrap().seq;
-        let child = second.join().unwrap().unwrap();
+        let (written, child) = queued(
+            &env,
+            &id,
+            {
+                let id = id.clone();
+                move |lg| {
+                    let m = Mutation {
+                        idempotency_key: keyed.then(|| "k".to_owned()),
+                        ..Mutation::default()
+                    };
+                    lg.checkpoint(&id, with_state(2), &m).unwrap().value
+                }
+            },
+            {
+                let id = id.clone();
+                move |lg| fork(lg, &id)
+            },
+        );
+        let seq = written.checkpoint.unwrap().seq;
+        let child = child.unwrap();
         assert_eq!(seq, 2, "keyed {keyed}");
         assert_eq!(child.context.get(), r#"{"n":2}"#, "keyed {keyed}");
         assert_eq!(
@@ -103,22 +94,19 @@ fn pg_a_fork_queued_behind_its_sources_end_is_recorded_on_the_child() {
     let id = lib_create(&lg, "fork race", "a");
     lg.checkpoint(&id, with_state(1), &Mutation::default())
         .unwrap();
-    let lock = env.hold_write_lock(&id);
-    let first = {
-        let id = id.clone();
-        on_thread(&env, move |lg| {
-            lg.complete(&id, "done", &Mutation::default()).unwrap()
-        })
-    };
-    lock_waiters(&env, 1);
-    let second = {
-        let id = id.clone();
-        on_thread(&env, move |lg| fork(lg, &id))
-    };
-    lock_waiters(&env, 2);
-    lock.release();
-    first.join().unwrap();
-    let child = second.join().unwrap().unwrap();
+    let ((), child) = queued(
+        &env,
+        &id,
+        {
+            let id = id.clone();
+            move |lg| drop(lg.complete(&id, "done", &Mutation::default()).unwrap())
+        },
+        {
+            let id = id.clone();
+            move |lg| fork(lg, &id)
+        },
+    );
+    let child = child.unwrap();
     assert_eq!(child.context.get(), r#"{"n":1}"#);
     assert_eq!(
         event_types(&env, &id),

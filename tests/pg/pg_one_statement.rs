@@ -653,3 +653,30 @@ pub(crate) fn lock_waiters(env: &TestEnv, n: i64) {
     }
     panic!("{n} lock waiters never showed up");
 }
+
+/// Queues `first`, then `second`, on session `id`'s row behind a held lock
+/// (each on a ledger of its own, on its own thread), waits until both wait,
+/// releases the lock and returns what each returned: the order in which a
+/// server hands the row on, made certain.
+pub(crate) fn queued<A: Send + 'static, B: Send + 'static>(
+    env: &TestEnv,
+    id: &str,
+    first: impl FnOnce(&Ledger) -> A + Send + 'static,
+    second: impl FnOnce(&Ledger) -> B + Send + 'static,
+) -> (A, B) {
+    let on_thread = |f: Box<dyn FnOnce(&Ledger) + Send>| {
+        let db = env.db.clone();
+        std::thread::spawn(move || f(&Ledger::open(LedgerOptions::at(&db)).unwrap()))
+    };
+    let lock = env.hold_write_lock(id);
+    let (a_tx, a) = std::sync::mpsc::channel();
+    let t1 = on_thread(Box::new(move |lg| a_tx.send(first(lg)).unwrap()));
+    lock_waiters(env, 1);
+    let (b_tx, b) = std::sync::mpsc::channel();
+    let t2 = on_thread(Box::new(move |lg| b_tx.send(second(lg)).unwrap()));
+    lock_waiters(env, 2);
+    lock.release();
+    t1.join().unwrap();
+    t2.join().unwrap();
+    (a.recv().unwrap(), b.recv().unwrap())
+}

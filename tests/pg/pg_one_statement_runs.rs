@@ -8,8 +8,8 @@
 
 use crate::common::*;
 use crate::pg_one_statement::{
-    cuts, differential, events_without_ids, keyed, lock_waiters, round_trips, server_port,
-    through_proxy, via,
+    cuts, differential, events_without_ids, keyed, queued, round_trips, server_port, through_proxy,
+    via,
 };
 use crate::proxy::Proxy;
 use logbook::clock::Clock;
@@ -410,26 +410,20 @@ fn pg_a_run_verb_queued_behind_its_runs_end_applies_nothing_and_gets_the_pipelin
         let id = lib_create(&lg, "race", "a");
         let run = new_run(&lg, &id);
         lg.start_run(&run, &Mutation::default()).unwrap();
-        let lock = env.hold_write_lock(&id);
-        let first = {
-            let (db, run) = (env.db.clone(), run.clone());
-            std::thread::spawn(move || {
-                let lg = Ledger::open(LedgerOptions::at(&db)).unwrap();
-                lg.cancel_run(&run, &keyed("first")).map(drop)
-            })
-        };
-        lock_waiters(&env, 1);
-        let second = {
-            let (db, run) = (env.db.clone(), run.clone());
-            std::thread::spawn(move || {
-                let lg = Ledger::open(LedgerOptions::at(&db)).unwrap();
-                late(&lg, &run)
-            })
-        };
-        lock_waiters(&env, 2);
-        lock.release();
-        first.join().unwrap().unwrap();
-        let e = second.join().unwrap().unwrap_err();
+        let (first, second) = queued(
+            &env,
+            &id,
+            {
+                let run = run.clone();
+                move |lg| lg.cancel_run(&run, &keyed("first")).map(drop)
+            },
+            {
+                let run = run.clone();
+                move |lg| late(lg, &run)
+            },
+        );
+        first.unwrap();
+        let e = second.unwrap_err();
         assert_eq!(e.code().as_str(), "RUN_INVALID_TRANSITION", "{name}");
         let s = lg.get_session(&id).unwrap();
         let r = lg.get_run(&run).unwrap();
