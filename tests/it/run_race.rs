@@ -1,7 +1,7 @@
 //! Run verbs racing from processes on one database (docs/design.md,
 //! "Runs"; on PostgreSQL also docs/postgres.md, "One round trip per
-//! write"): keyed usage and turns from two processes while a third ends the
-//! run. Every acknowledged write is applied once and nothing else is: the
+//! write"): keyed usage from two processes and turns from a third while a
+//! fourth ends each run once it has its first usage. Every acknowledged write is applied once and nothing else is: the
 //! run's sums, its session's and the `run_*` events agree, every late write
 //! is refused with RUN_INVALID_TRANSITION, and `verify` passes.
 //!
@@ -11,7 +11,7 @@
 use crate::common::*;
 use logbook::ledger::RunUsageDelta;
 use logbook::{CreateRun, Ledger, LedgerOptions, Mutation, RunError};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
 /// Sessions (one run each) the workers race on.
@@ -24,9 +24,10 @@ fn keyed(key: String) -> Mutation {
     }
 }
 
-/// Starts worker `n` in `mode` (`usage`, `turn` or `end`) on `runs`; its
-/// stdout is one `<run> <key>` line per acknowledged write, its keys its
-/// own.
+/// Starts worker `n` in `mode` (`usage`, `turn` or `end`) on `runs`. It
+/// prints `ready` once its ledger is open and starts when a line arrives
+/// on its stdin; then its stdout is one `<run> <key>` line per
+/// acknowledged write, its keys its own.
 fn spawn_worker(
     db: &std::path::Path,
     n: usize,
@@ -46,6 +47,7 @@ fn spawn_worker(
         .env("LOGBOOK_RACE_WORKER", n.to_string())
         .env("LOGBOOK_RACE_DB", db)
         .env("LOGBOOK_RACE_RUNS", runs.join(","))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -66,10 +68,20 @@ fn run_race_worker() {
     })
     .unwrap();
     let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").unwrap();
+    out.flush().unwrap();
+    std::io::stdin().read_line(&mut String::new()).unwrap();
     for (i, run) in runs.split(',').enumerate() {
         if mode == "end" {
-            // Let the writers reach this run first.
-            std::thread::sleep(std::time::Duration::from_millis(2 + (i % 5) as u64));
+            // End the run while the writers are at it: after its first
+            // usage (waiting at most 30 s), then 0–4 ms later.
+            let t = std::time::Instant::now();
+            while lg.get_run(run).unwrap().usage.api_calls == 0
+                && t.elapsed() < std::time::Duration::from_secs(30)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis((i % 5) as u64));
             let key = format!("end-{i}");
             let m = keyed(key.clone());
             match i % 4 {
@@ -114,20 +126,51 @@ fn run_race_worker() {
     out.flush().unwrap();
 }
 
-/// The `<run> <key>` lines a finished worker printed.
-fn acknowledged(child: std::process::Child) -> Vec<(String, String)> {
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "a worker failed: {:?}", out.status);
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        // Beside the test harness's own lines.
-        .filter(|l| l.starts_with("run_"))
-        .map(|l| {
-            let (run, key) = l.split_once(' ').unwrap();
-            (run.to_owned(), key.to_owned())
-        })
-        .collect()
+/// A started worker and its stdout.
+struct Worker {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Worker {
+    fn start(db: &std::path::Path, n: usize, mode: &str, runs: &[String]) -> Self {
+        let mut child = spawn_worker(db, n, mode, runs);
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Worker { child, out }
+    }
+
+    /// Waits for its `ready` (beside the test harness's own lines).
+    fn ready(&mut self) {
+        let mut line = String::new();
+        while line.trim_end() != "ready" {
+            line.clear();
+            assert_ne!(
+                self.out.read_line(&mut line).unwrap(),
+                0,
+                "a worker ended unready"
+            );
+        }
+    }
+
+    fn go(&mut self) {
+        let mut stdin = self.child.stdin.take().unwrap();
+        writeln!(stdin, "go").unwrap();
+    }
+
+    /// The `<run> <key>` lines it printed, once it has finished.
+    fn acknowledged(mut self) -> Vec<(String, String)> {
+        let mut text = String::new();
+        self.out.read_to_string(&mut text).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "a worker failed: {status:?}");
+        text.lines()
+            .filter(|l| l.starts_with("run_"))
+            .map(|l| {
+                let (run, key) = l.split_once(' ').unwrap();
+                (run.to_owned(), key.to_owned())
+            })
+            .collect()
+    }
 }
 
 #[test]
@@ -147,22 +190,23 @@ fn run_verbs_racing_from_processes_apply_each_acknowledged_write_once() {
         sessions.push(id);
         runs.push(run);
     }
-    let workers: Vec<_> = ["usage", "usage", "turn", "end"]
+    let mut workers: Vec<_> = ["usage", "usage", "turn", "end"]
         .iter()
         .enumerate()
-        .map(|(n, mode)| spawn_worker(&env.db, n, mode, &runs))
+        .map(|(n, mode)| Worker::start(&env.db, n, mode, &runs))
         .collect();
-    let acks: Vec<Vec<(String, String)>> = workers.into_iter().map(acknowledged).collect();
+    workers.iter_mut().for_each(Worker::ready);
+    workers.iter_mut().for_each(Worker::go);
+    let acks: Vec<Vec<(String, String)>> = workers.into_iter().map(Worker::acknowledged).collect();
     let count = |w: &[usize], run: &str| -> i64 {
         w.iter()
             .map(|&i| acks[i].iter().filter(|(r, _)| r == run).count() as i64)
             .sum()
     };
-    let mut usages = 0;
     for (id, run) in sessions.iter().zip(&runs) {
         let (u, t) = (count(&[0, 1], run), count(&[2], run));
         assert_eq!(count(&[3], run), 1, "{run} ended once");
-        usages += u;
+        assert!(u > 0, "{run} was ended before its first usage");
         let r = lg.get_run(run).unwrap();
         let s = lg.get_session(id).unwrap();
         assert_eq!(
@@ -193,5 +237,4 @@ fn run_verbs_racing_from_processes_apply_each_acknowledged_write_once() {
             "{id}: its events"
         );
     }
-    assert!(usages > 0, "no usage write was acknowledged");
 }
