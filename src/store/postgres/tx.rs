@@ -18,15 +18,21 @@
 //! that lock, each statement in a snapshot taken after it (READ
 //! COMMITTED). It is also the statement that gives the transaction its id
 //! (`events.tx_id`), and it must come before any other write: a row lock
-//! waited for takes the id only once granted, so writers of one session
-//! get increasing ids in the order they append, and the feed's `(tx_id,
-//! event_id)` order agrees with each session's seq order (which
-//! [`crate::store::Tx::scan_feed_session`] relies on). A plain UPDATE that waits for a
-//! row takes its id before waiting; the guarded UPDATE of `sessions` does
-//! not, because the table has BEFORE UPDATE row triggers, for which
-//! PostgreSQL locks the row first — so a write whose first statement is
-//! that UPDATE (`fork`) keeps the order too
-//! (`tests/it/pg_tx_concurrency.rs` pins both).
+//! waited for usually takes the id only once granted, so writers of one
+//! session get increasing ids in the order they append, and the feed's
+//! `(tx_id, event_id)` order agrees with each session's seq order (which
+//! [`crate::store::Tx::scan_feed_session`] relies on). Not always: a writer
+//! waiting behind two others may follow the row's update chain once the
+//! first commits, taking its id there, and then lose the row to a writer
+//! that came later and takes its id later. So the guarded UPDATE of a row
+//! this transaction holds also reads whether the session's last event has
+//! a higher transaction id than this one; if so the transaction is run
+//! again (a retry, as for a deadlock), with an id taken after that event's.
+//! A plain UPDATE that waits for a row takes its id before waiting; the
+//! guarded UPDATE of `sessions` does not, because the table has BEFORE
+//! UPDATE row triggers, for which PostgreSQL locks the row first
+//! (`tests/it/pg_tx_concurrency.rs` pins it); every write locks the row
+//! with its first statement anyway.
 //!
 //! ## Errors
 //!

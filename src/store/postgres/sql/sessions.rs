@@ -394,6 +394,15 @@ pub fn update_session(
     if !held {
         return Ok(true);
     }
+    if col::<Option<bool>>(r, 3)? == Some(true) {
+        // This transaction took its id before a writer that appended after
+        // the lock was granted to it (the server follows a row's update
+        // chain while waiting and may take the id there): its events would
+        // come before that writer's in the feed's (tx_id, event_id) order
+        // though after them in seq. Run it again, with an id taken now.
+        tx.note(crate::store::postgres::tx::Failure::Retry);
+        return Err(crate::error::Error::Busy { timeout_ms: 0 });
+    }
     let next = super::events::NextEvent {
         seq: col(r, 0)?,
         at_ms: col(r, 1)?,
@@ -403,10 +412,14 @@ pub fn update_session(
     Ok(true)
 }
 
-/// What the guarded UPDATE returns: the next event's seq and time, and the
-/// chain's last hash (read in the UPDATE's snapshot, under its row lock).
+/// What the guarded UPDATE returns: the next event's seq and time, the
+/// chain's last hash (read in the UPDATE's snapshot, under its row lock),
+/// and whether the last event's transaction id is above this
+/// transaction's (the feed's order would then disagree with seq order).
 const RETURNING_NEXT_EVENT: &str = " RETURNING (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
      WHERE e.session_id = sessions.session_id), updated_at_ms, (SELECT e.hash FROM events e \
+     WHERE e.session_id = sessions.session_id ORDER BY e.seq DESC LIMIT 1), \
+     (SELECT e.tx_id > pg_current_xact_id() FROM events e \
      WHERE e.session_id = sessions.session_id ORDER BY e.seq DESC LIMIT 1)";
 
 /// The guard state (locked in a write transaction), or `None`.
