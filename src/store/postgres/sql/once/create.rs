@@ -1,0 +1,223 @@
+//! A new session as one statement (docs/postgres.md, "One round trip per
+//! write"): its data, tags and `created` event, and its first checkpoint.
+
+use super::super::Param;
+use crate::store::{OneCheckpoint, SessionRow};
+use postgres::types::Type;
+
+/// The part of [`CREATE`] and [`CREATE_FIRST`] that inserts the session
+/// (`$rev`, `$checkpoint_seq` as given), its data and its tags. Its
+/// creation time is the write's, but never below the newest session's (as
+/// the pipeline's create). A taken id inserts nothing.
+macro_rules! create_session_rows {
+    ($rev:literal, $checkpoint_seq:literal) => {
+        concat!(
+            "WITH s AS (INSERT INTO sessions (session_id, status, title, app, agent_id, route, \
+             stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, \
+             checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
+             duration_ms, created_at_ms, updated_at_ms, ended_at_ms) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, 0, ",
+            $rev,
+            ", ",
+            $checkpoint_seq,
+            ", NULL, NULL, 0, 0, 0, 0, \
+             t.at, t.at, NULL FROM (SELECT GREATEST($10::bigint, \
+             (SELECT max(created_at_ms) FROM sessions)) AS at) t \
+             WHERE (SELECT set_config('lock_timeout', $16, true)) IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) \
+             ON CONFLICT (session_id) DO NOTHING RETURNING *), \
+             d AS (INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
+             SELECT s.insert_seq, s.session_id, $11, $12, $13 FROM s RETURNING *), \
+             t AS (INSERT INTO session_tags (tag, created_at_ms, insert_seq, session_id) \
+             SELECT u.tag, s.created_at_ms, s.insert_seq, s.session_id \
+             FROM s, unnest($14::text[]) WITH ORDINALITY AS u(tag, n) ORDER BY u.n), \
+             h AS (SELECT s.session_id, s.created_at_ms AS at, logbook_event_hash(",
+            "decode(repeat('00', 32), 'hex')",
+            ", s.session_id, 0::bigint, 'created'::text, s.created_at_ms, $9, $15, NULL::text, \
+             NULL::text) AS h0 FROM s), "
+        )
+    };
+}
+
+/// The `created` event's columns from `h` (seq 0, the genesis link).
+macro_rules! created_event {
+    () => {
+        concat!(
+            "SELECT h.session_id, 0::bigint AS seq, 'created' AS type, h.at, $9, $15, \
+             NULL::text AS data, NULL::text AS run_id, ",
+            "decode(repeat('00', 32), 'hex')",
+            ", h.h0 FROM h"
+        )
+    };
+}
+
+/// The session's columns (those of `sessions::session_select`, in its
+/// order) from `s` and `d`, up to its checkpoint's.
+macro_rules! created_session_select {
+    () => {
+        "SELECT s.session_id, s.status, s.title, s.app, s.agent_id, s.route, s.stage, \
+         s.parent_session_id, s.tags, s.actor_type, s.actor_id, s.actor_authenticated, s.rev, \
+         s.checkpoint_seq, s.final_result, s.end_reason, s.input_tokens, s.output_tokens, \
+         s.api_calls, s.duration_ms, s.created_at_ms, s.updated_at_ms, s.ended_at_ms, \
+         s.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, d.metadata, "
+    };
+}
+
+/// A new session with no parent and no key, its data, tags and `created`
+/// event; no row when the id is taken. $1 id, $2 status, $3 title, $4 app,
+/// $5 agent, $6 route, $7 stage, $8 tags JSON, $9 actor type, $10 now,
+/// $11 goal, $12 context, $13 metadata, $14 tags, $15 the created event's
+/// detail, $16 the lock timeout (ms, as text).
+pub const CREATE: &str = concat!(
+    create_session_rows!("1", "NULL"),
+    "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+     run_id, prev_hash, hash) ",
+    created_event!(),
+    " RETURNING event_id) ",
+    created_session_select!(),
+    "NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[] \
+     FROM s JOIN d ON d.insert_seq = s.insert_seq JOIN ev ON true"
+);
+
+/// [`CREATE`] with the session's first checkpoint (an active session, no
+/// references): the session at rev 2 with `checkpoint_seq` 1, the
+/// `created` event and the `checkpoint` event (seq 1, at the creation
+/// time, linked to the first's hash) inserted in seq order by one INSERT
+/// (its trigger sees the first row when it checks the second), and the
+/// snapshot when there is a state (its trigger sees the checkpoint event,
+/// read first). $1–$16 as [`CREATE`]; $17 the checkpoint's note, $18 its
+/// data, $19 the snapshot's step, $20 its state (NULL: no snapshot), $21
+/// the state's size in bytes, $22 its payload or NULL.
+pub const CREATE_FIRST: &str = concat!(
+    create_session_rows!("2", "1"),
+    "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+     run_id, prev_hash, hash) SELECT * FROM (",
+    created_event!(),
+    " UNION ALL SELECT h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL, h.h0, \
+     logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $17, $18, \
+     NULL::text) FROM h) e \
+     ORDER BY e.seq RETURNING event_id, seq), \
+     sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms, \
+     payload) SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms, $22 FROM s, ev \
+     WHERE ev.seq = 1 AND $20::text IS NOT NULL) ",
+    created_session_select!(),
+    "s.created_at_ms, ($18::json -> 'step')::text, $17::text, NULL::text[], NULL::text[] \
+     FROM s JOIN d ON d.insert_seq = s.insert_seq \
+     JOIN (SELECT count(*) AS n FROM ev) e ON e.n = 2"
+);
+
+/// The owned parameters of [`CREATE`], or of [`CREATE_FIRST`] with a
+/// first checkpoint.
+pub struct CreateParams {
+    id: String,
+    status: String,
+    title: String,
+    app: Option<String>,
+    agent: Option<String>,
+    route: Option<String>,
+    stage: Option<String>,
+    tags_json: String,
+    actor: String,
+    now: i64,
+    goal: Option<String>,
+    context: String,
+    metadata: String,
+    tags: Vec<String>,
+    detail: String,
+    timeout: String,
+    first: Option<FirstParams>,
+}
+
+/// [`CREATE_FIRST`]'s $17–$22.
+struct FirstParams {
+    note: Option<String>,
+    data: String,
+    step: Option<String>,
+    state: Option<String>,
+    size: Option<i64>,
+    payload: Option<Vec<u8>>,
+}
+
+impl CreateParams {
+    /// The parameters for `r` (its `created_at_ms` is the write's time)
+    /// and its first checkpoint, if any.
+    pub fn new(
+        r: &SessionRow<'_>,
+        detail: &str,
+        lock_timeout_ms: i64,
+        first: Option<&OneCheckpoint<'_>>,
+    ) -> Self {
+        CreateParams {
+            id: r.session_id.to_owned(),
+            status: r.status.as_str().to_owned(),
+            title: r.title.to_owned(),
+            app: r.app.map(str::to_owned),
+            agent: r.agent_id.map(str::to_owned),
+            route: r.route.map(str::to_owned),
+            stage: r.stage.map(str::to_owned),
+            // Strings serialize infallibly.
+            tags_json: serde_json::to_string(r.tags).unwrap_or_else(|_| "[]".to_owned()),
+            actor: r.actor_type.as_str().to_owned(),
+            now: r.created_at_ms,
+            goal: r.goal.map(str::to_owned),
+            context: r.context.to_owned(),
+            metadata: r.metadata.to_owned(),
+            tags: r.tags.to_vec(),
+            detail: detail.to_owned(),
+            timeout: lock_timeout_ms.to_string(),
+            first: first.map(|f| FirstParams {
+                note: f.note.map(str::to_owned),
+                data: f.data.to_owned(),
+                step: f.snapshot.and_then(|sn| sn.step.map(str::to_owned)),
+                state: f.snapshot.map(|sn| sn.state.to_owned()),
+                size: f
+                    .snapshot
+                    .map(|sn| i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
+                payload: f.snapshot.and_then(|sn| sn.payload.map(<[u8]>::to_vec)),
+            }),
+        }
+    }
+
+    /// The statement: [`CREATE_FIRST`] with a first checkpoint, else
+    /// [`CREATE`].
+    pub fn sql(&self) -> &'static str {
+        if self.first.is_some() {
+            CREATE_FIRST
+        } else {
+            CREATE
+        }
+    }
+
+    /// As the driver takes them, for [`CreateParams::sql`].
+    pub fn params(&self) -> Vec<Param<'_>> {
+        let mut p: Vec<Param<'_>> = vec![
+            (&self.id, Type::TEXT),
+            (&self.status, Type::TEXT),
+            (&self.title, Type::TEXT),
+            (&self.app, Type::TEXT),
+            (&self.agent, Type::TEXT),
+            (&self.route, Type::TEXT),
+            (&self.stage, Type::TEXT),
+            (&self.tags_json, Type::TEXT),
+            (&self.actor, Type::TEXT),
+            (&self.now, Type::INT8),
+            (&self.goal, Type::TEXT),
+            (&self.context, Type::TEXT),
+            (&self.metadata, Type::TEXT),
+            (&self.tags, Type::TEXT_ARRAY),
+            (&self.detail, Type::TEXT),
+            (&self.timeout, Type::TEXT),
+        ];
+        if let Some(f) = &self.first {
+            p.extend([
+                (&f.note as &(dyn postgres::types::ToSql + Sync), Type::TEXT),
+                (&f.data, Type::TEXT),
+                (&f.step, Type::TEXT),
+                (&f.state, Type::TEXT),
+                (&f.size, Type::INT8),
+                (&f.payload, Type::BYTEA),
+            ]);
+        }
+        p
+    }
+}
