@@ -7,6 +7,7 @@ mod admin;
 mod budget;
 mod exit;
 mod gate;
+mod json_input;
 mod mcp;
 mod narrow;
 mod output;

@@ -3,9 +3,10 @@
 //! change as `data`.
 
 use super::budget::parse_int;
+use super::json_input::json_flag_text;
 use super::output::Printer;
 use super::render::{clean, preview, table};
-use super::session::{json_flag_text, MutationArgs};
+use super::session::MutationArgs;
 use super::{open, GlobalArgs};
 use clap::{Args, Subcommand};
 use logbook::clock::format_ms;

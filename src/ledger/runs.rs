@@ -25,17 +25,20 @@
 //! running runs in the same transaction (`ledger::run_end`), so no run is
 //! left unfinished in a frozen session.
 
-use super::budgets::{add_total, add_usage, append_crossing, apply_usage, check_count};
+mod change;
+
+use super::budgets::check_count;
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
 use super::write::{key_reused, one_or, Op, Write};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Usage, Verb};
+use crate::model::{EventType, Run, RunError, RunId, RunStatus, RunUsage, RunVerb, Verb};
 use crate::redact::{redact, redact_json};
 use crate::store::rows::KeyHit;
-use crate::store::{OneRunChange, OneRunWrite, RunChange, SessionChange, Tx};
+use crate::store::{OneRunChange, OneRunWrite, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
+use change::{change_of, change_run};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -508,101 +511,4 @@ impl Ledger {
         let outcome = self.store.run_one(&one).map_err(|e| self.fill_path(e))?;
         one_or(outcome, pipeline)
     }
-}
-
-/// The run UPDATE of a verb with its arguments.
-fn change_of(verb: RunVerb, args: &Args) -> Result<RunChange<'_>> {
-    Ok(match args {
-        Args::Usage(u) => RunChange::Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            api_calls: u.api_calls,
-        },
-        Args::Output(o) => RunChange::Complete(o.as_deref()),
-        Args::Error { code, message } => RunChange::Fail { code, message },
-        Args::None => match verb {
-            RunVerb::Start => RunChange::Start,
-            RunVerb::Turn => RunChange::Turn,
-            RunVerb::Cancel => RunChange::Cancel,
-            RunVerb::Timeout => RunChange::Timeout,
-            _ => return Err(Error::internal("a run verb lost its arguments")),
-        },
-    })
-}
-
-/// The body of a run transition (module docs): the run's rules, its guarded
-/// UPDATE, the session's (with the usage, and a budget's policy), and its
-/// `run_*` event.
-fn change_run(
-    w: &mut Write<'_, '_>,
-    run: &Run,
-    verb: RunVerb,
-    args: &Args,
-    detail: Option<&str>,
-    data: Option<&str>,
-    if_rev: Option<i64>,
-) -> Result<Run> {
-    let (sid, run_id) = (w.id(), run.run_id.as_str());
-    if verb.apply(run.status).is_none() {
-        return Err(Error::RunInvalidTransition {
-            id: run_id.to_owned(),
-            from: run.status.as_str().to_owned(),
-            verb: verb.as_str().to_owned(),
-        });
-    }
-    if verb == RunVerb::Start {
-        if let Some(other) = w.tx().find_running_run(sid)? {
-            return Err(Error::RunAlreadyRunning {
-                id: run_id.to_owned(),
-                session_id: sid.to_owned(),
-                running_run_id: other.run_id.to_string(),
-            });
-        }
-    }
-    if let Some(expected) = if_rev.filter(|r| *r != w.state().rev) {
-        return Err(Error::Conflict {
-            id: sid.to_owned(),
-            expected_rev: expected,
-            actual_rev: w.state().rev,
-            latest_event: w.tx().latest_event(sid)?,
-        });
-    }
-    let at = w.at();
-    if let Args::Usage(u) = args {
-        add_total("input_tokens", run.usage.input_tokens, u.input_tokens)?;
-        add_total("output_tokens", run.usage.output_tokens, u.output_tokens)?;
-        add_total("api_calls", run.usage.api_calls, u.api_calls)?;
-    }
-    let change = change_of(verb, args)?;
-    let turn_data = match change {
-        RunChange::Turn => Some(to_json(&TurnData {
-            turn_count: run.turn_count + 1,
-        })?),
-        _ => None,
-    };
-    if w.tx().update_run(run_id, change, at)? != 1 {
-        return Err(Error::internal("a run read under the write lock changed"));
-    }
-    let crossing = match args {
-        Args::Usage(u) => {
-            let add = Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                api_calls: u.api_calls,
-                duration_ms: 0,
-            };
-            let usage = add_usage(&w.state().usage, &add)?;
-            apply_usage(w, &usage)?
-        }
-        _ => {
-            w.update(SessionChange::default())?;
-            None
-        }
-    };
-    let data = turn_data.as_deref().or(data);
-    w.event(verb.event_type(), detail, data, Some(run_id))?;
-    if let Some(c) = &crossing {
-        append_crossing(w, c)?;
-    }
-    read_run(w.tx(), run_id)
 }
