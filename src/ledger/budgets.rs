@@ -25,8 +25,8 @@ use crate::model::{
     Budget, BudgetFigures, BudgetRemaining, EventType, OnExceed, Session, SessionStatus, Usage,
     Verb, COUNT_MAX,
 };
-use crate::store::rows::{BudgetRow, SessionState};
-use crate::store::{BudgetLimits, SessionChange, Tx};
+use crate::store::rows::BudgetRow;
+use crate::store::{BudgetLimits, OneOutcome, OneSide, SessionChange, Tx};
 use serde::Serialize;
 
 /// A `session usage` request: amounts to add (each 0..=2^53−1; `None` adds
@@ -265,10 +265,23 @@ fn to_json(v: &impl Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot encode event data: {e}")))
 }
 
-fn budget_view(id: &str, b: Option<&BudgetRow>, st: &SessionState) -> Budget {
+/// `budget_set`'s data: the whole budget, `{max_tokens, max_api_calls,
+/// max_duration_ms, on_exceed}`.
+fn budget_data(b: &BudgetRow) -> Result<String> {
+    to_json(&BudgetData {
+        max_tokens: b.max_tokens,
+        max_api_calls: b.max_api_calls,
+        max_duration_ms: b.max_duration_ms,
+        on_exceed: b.on_exceed.unwrap_or(OnExceed::Pause),
+    })
+}
+
+/// The budget as `check` shows it: the row (none: no limits) against the
+/// session's `usage`, with its `status` and `rev`.
+fn budget_view(id: &str, b: Option<&BudgetRow>, status: &str, rev: i64, usage: &Usage) -> Budget {
     let empty = BudgetRow::default();
     let b = b.unwrap_or(&empty);
-    let used = figures(b, &st.usage);
+    let used = figures(b, usage);
     let left = |limit: Option<i64>, used: i64| limit.map(|l| (l - used).max(0));
     Budget {
         session_id: id.to_owned(),
@@ -285,8 +298,8 @@ fn budget_view(id: &str, b: Option<&BudgetRow>, st: &SessionState) -> Budget {
         exceeded: !over(b, &used).is_empty(),
         exceeded_limits: over(b, &used),
         exceeded_at_ms: b.exceeded_at_ms,
-        session_status: st.status.clone(),
-        session_rev: st.rev,
+        session_status: status.to_owned(),
+        session_rev: rev,
     }
 }
 
@@ -389,10 +402,12 @@ impl Ledger {
             event_type: EventType::UsageRecorded.as_str(),
             detail: None,
             data: Some(&data),
-            no_open_runs: false,
+            end_runs: None,
             no_pending_gate: false,
             snapshot: None,
             add_usage: Some(add),
+            follow: None,
+            side: None,
         };
         self.write_one_or(op, &one, pipeline)
     }
@@ -466,6 +481,54 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
+        let pipeline = || self.set_budget_in(op, req);
+        // On a server, with a key, on a session without a budget whose usage
+        // is within the new limits: one statement (docs/postgres.md, "One
+        // round trip per write"). The new budget is then known here.
+        let row = BudgetRow {
+            max_tokens: req.max_tokens,
+            max_api_calls: req.max_api_calls,
+            max_duration_ms: req.max_duration_ms,
+            on_exceed: Some(req.on_exceed.unwrap_or(OnExceed::Pause)),
+            ..BudgetRow::default()
+        };
+        let data = budget_data(&row)?;
+        let one = OneEvent {
+            change: SessionChange::default(),
+            event_type: EventType::BudgetSet.as_str(),
+            detail: None,
+            data: Some(&data),
+            end_runs: None,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+            follow: None,
+            side: Some(OneSide::BudgetNew {
+                limits: BudgetLimits {
+                    max_tokens: row.max_tokens,
+                    max_api_calls: row.max_api_calls,
+                    max_duration_ms: row.max_duration_ms,
+                    on_exceed: req.on_exceed.unwrap_or(OnExceed::Pause),
+                    exceeded_at_ms: None,
+                },
+            }),
+        };
+        match self.try_one(op, &one)? {
+            OneOutcome::Applied(s) => Ok(Written::applied(budget_view(
+                id,
+                Some(&row),
+                s.status.as_str(),
+                s.rev,
+                &s.usage,
+            ))),
+            OneOutcome::NotApplied => pipeline(),
+            OneOutcome::Unknown => super::write::one_or(OneOutcome::<Budget>::Unknown, pipeline),
+        }
+    }
+
+    /// [`Ledger::set_budget`] through the pipeline's transaction.
+    fn set_budget_in(&self, op: Op<'_>, req: SetBudget) -> Result<Written<Budget>> {
+        let id = op.id;
         self.mutate(
             op,
             |_| Ok(()),
@@ -477,12 +540,7 @@ impl Ledger {
                 b.max_duration_ms = req.max_duration_ms.or(b.max_duration_ms);
                 let policy = req.on_exceed.or(b.on_exceed).unwrap_or(OnExceed::Pause);
                 b.on_exceed = Some(policy);
-                let data = to_json(&BudgetData {
-                    max_tokens: b.max_tokens,
-                    max_api_calls: b.max_api_calls,
-                    max_duration_ms: b.max_duration_ms,
-                    on_exceed: policy,
-                })?;
+                let data = budget_data(&b)?;
                 // Within every limit again: re-armed.
                 let usage = w.state().usage;
                 if over(&b, &figures(&b, &usage)).is_empty() {
@@ -580,5 +638,5 @@ fn check_in(tx: &mut dyn Tx, id: &str) -> Result<Budget> {
         .select_session_state(id)?
         .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
     let b = tx.select_budget(id)?;
-    Ok(budget_view(id, b.as_ref(), &st))
+    Ok(budget_view(id, b.as_ref(), &st.status, st.rev, &st.usage))
 }

@@ -14,7 +14,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::redact::{redact, redact_opt};
-use crate::store::{OneCheckpoint, OneSnapshot, SessionChange, Tx};
+use crate::store::{OneCheckpoint, OneSide, OneSnapshot, SessionChange, Tx};
 use crate::validate::{self as v, Lines};
 use serde::Serialize;
 use serde_json::Value;
@@ -48,6 +48,8 @@ pub(super) struct PreparedCheckpoint {
     pub(super) note: Option<String>,
     refs: Vec<(&'static str, Vec<String>)>,
     has_refs: bool,
+    /// `refs` flattened: each reference's kind and id, in order.
+    flat: (Vec<String>, Vec<String>),
     state: Option<PreparedState>,
     /// The event's `data`: `{step, plan_ids, …, snapshot}` (compact JSON).
     pub(super) data: String,
@@ -106,11 +108,16 @@ impl PreparedCheckpoint {
         let note = redact_opt(req.note.as_deref());
         let state = prepare_state(&req.state, req.payload.as_deref())?;
         let data = checkpoint_data(step.as_deref(), &refs, state.as_ref())?;
+        let flat = refs
+            .iter()
+            .flat_map(|(k, ids)| ids.iter().map(|i| ((*k).to_owned(), i.clone())))
+            .unzip();
         Ok(PreparedCheckpoint {
             step,
             note,
             refs,
             has_refs,
+            flat,
             state,
             data,
         })
@@ -125,7 +132,14 @@ impl PreparedCheckpoint {
         if self.has_refs {
             return None;
         }
-        Some(OneCheckpoint {
+        Some(self.as_one_linking())
+    }
+
+    /// [`PreparedCheckpoint::as_one`] for a `checkpoint` on an existing
+    /// session, whose statement also links the references
+    /// ([`crate::store::OneSide::Refs`]).
+    fn as_one_linking(&self) -> OneCheckpoint<'_> {
+        OneCheckpoint {
             note: self.note.as_deref(),
             data: &self.data,
             snapshot: self.state.as_ref().map(|st| OneSnapshot {
@@ -133,7 +147,7 @@ impl PreparedCheckpoint {
                 state: &st.text,
                 payload: st.payload.as_ref().map(|(p, _, _)| &p[..]),
             }),
-        })
+        }
     }
 
     /// Records it through the write kernel: the session's change, the
@@ -215,18 +229,21 @@ impl Ledger {
                 super::write::read_back(tx, id)
             })
         };
-        let Some(c) = cp.as_one() else {
-            return pipeline();
-        };
+        let c = cp.as_one_linking();
         let one = OneEvent {
             change: change(),
             event_type: EventType::Checkpoint.as_str(),
             detail: c.note,
             data: Some(c.data),
-            no_open_runs: false,
+            end_runs: None,
             no_pending_gate: false,
             snapshot: c.snapshot,
             add_usage: None,
+            follow: None,
+            side: cp.has_refs.then_some(OneSide::Refs {
+                kinds: &cp.flat.0,
+                ids: &cp.flat.1,
+            }),
         };
         self.write_one_or(op, &one, pipeline)
     }

@@ -20,14 +20,14 @@
 //! A gate records a decision; it authorizes nothing.
 
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
-use super::write::{read_back, Op};
+use super::write::{read_back, OneEvent, Op};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Gate, GateKind, GateStatus, Session, SessionStatus, Verb};
 use crate::redact::redact_opt;
 use crate::store::rows::{GateFull, GateRow, NewGate};
-use crate::store::{SessionChange, Tx};
+use crate::store::{OneSide, SessionChange, Tx};
 use crate::validate as v;
 use serde::Serialize;
 
@@ -150,6 +150,41 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
+        let pipeline = || self.open_gate_in(op, name, kind, status, event_type);
+        // On a server, with a key: one statement (docs/postgres.md, "One
+        // round trip per write").
+        let one = OneEvent {
+            change: SessionChange {
+                status,
+                ..SessionChange::default()
+            },
+            event_type: event_type.as_str(),
+            detail: None,
+            data: None,
+            end_runs: None,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+            follow: kind.blocks().then_some((EventType::Paused.as_str(), None)),
+            side: Some(OneSide::GateOpen {
+                name,
+                kind: kind.as_str(),
+                approved: !kind.blocks(),
+            }),
+        };
+        self.write_one_or(op, &one, pipeline)
+    }
+
+    /// [`Ledger::open_gate`] through the pipeline's transaction.
+    fn open_gate_in(
+        &self,
+        op: Op<'_>,
+        name: &str,
+        kind: GateKind,
+        status: Option<SessionStatus>,
+        event_type: EventType,
+    ) -> Result<Written<Session>> {
+        let id = op.id;
         self.mutate(
             op,
             |_| Ok(()),
@@ -292,6 +327,62 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
+        let follow = match to {
+            SessionStatus::Failed => EventType::Failed,
+            SessionStatus::Cancelled => EventType::Cancelled,
+            _ => EventType::Resumed,
+        };
+        let text = text.as_deref();
+        let pipeline = || {
+            self.decide_gate_in(
+                op,
+                name,
+                text,
+                stored,
+                (event_type, status, outcome, to),
+                follow,
+            )
+        };
+        // On a server, with a key: one statement (docs/postgres.md, "One
+        // round trip per write"); a rejection only while no run is open
+        // (the pipeline ends them first).
+        let one = OneEvent {
+            change: SessionChange {
+                status: Some(to),
+                end_reason: stored,
+                ..SessionChange::default()
+            },
+            event_type: event_type.as_str(),
+            detail: text,
+            data: None,
+            end_runs: to.is_terminal().then_some(to),
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+            follow: Some((follow.as_str(), stored)),
+            side: Some(OneSide::GateDecide {
+                name,
+                status: status.as_str(),
+                text,
+                outcome,
+            }),
+        };
+        self.write_one_or(op, &one, pipeline)
+    }
+
+    /// A gate's decision through the pipeline's transaction: (the event,
+    /// the gate's new status, a rejection's outcome, the session's new
+    /// status), and the status change's event.
+    fn decide_gate_in(
+        &self,
+        op: Op<'_>,
+        name: &str,
+        text: Option<&str>,
+        stored: Option<&str>,
+        (event_type, status, outcome, to): (EventType, GateStatus, Option<&str>, SessionStatus),
+        follow: EventType,
+    ) -> Result<Written<Session>> {
+        let id = op.id;
         self.mutate(
             op,
             |tx| pending_round(tx, id, name),
@@ -311,14 +402,9 @@ impl Ledger {
                     round: g.gate.round,
                     outcome,
                 })?;
-                let seq = w.event(event_type.as_str(), text.as_deref(), Some(&data), None)?;
+                let seq = w.event(event_type.as_str(), text, Some(&data), None)?;
                 // The status change's own event, last: `resumed`, or
                 // `failed` / `cancelled` with the rejection's reason.
-                let follow = match to {
-                    SessionStatus::Failed => EventType::Failed,
-                    SessionStatus::Cancelled => EventType::Cancelled,
-                    _ => EventType::Resumed,
-                };
                 w.side_event(follow.as_str(), stored, None, None)?;
                 let s = w.session()?;
                 w.tx().decide_gate(
@@ -326,7 +412,7 @@ impl Ledger {
                     status.as_str(),
                     seq,
                     s.updated_at_ms,
-                    text.as_deref(),
+                    text,
                     outcome,
                 )?;
                 Ok(s)

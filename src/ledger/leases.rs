@@ -21,13 +21,13 @@
 
 use super::guards::{dead_reason, held, token_sha256};
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
-use super::write::{read_back, Op, Write};
+use super::write::{one_or, read_back, OneEvent, Op, Write};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{EventType, Session, Verb};
 use crate::store::rows::LeaseRow;
-use crate::store::{SessionChange, Tx};
+use crate::store::{OneOutcome, OneSide, SessionChange, Tx};
 use serde::Serialize;
 
 /// Default lease time to live: 300,000 ms (5 minutes).
@@ -231,13 +231,77 @@ impl Ledger {
             digest: None,
         };
         let refused = || Error::internal("lock takes no idempotency key, so nothing replays");
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| take(w, m, ttl, pid, &host),
-            &mut |_, _| Err(refused()),
-        )
-        .map(Written::into_inner)
+        let pipeline = |sent: Option<&Sent>| {
+            self.mutate(
+                op,
+                |_| Ok(()),
+                |w, ()| take(w, m, ttl, pid, &host, sent),
+                &mut |_, _| Err(refused()),
+            )
+        };
+        // On a server, a free lease or the caller's own live one: one
+        // statement (docs/postgres.md, "One round trip per write"). It
+        // takes no key: the token, new or presented, with the lease's time
+        // and expiry, tells whether a statement whose reply was lost was
+        // applied.
+        let now = self.now_ms();
+        let sent = Sent {
+            token: match &m.lease {
+                Some(t) => t.clone(),
+                None => new_token()?,
+            },
+            now,
+            expires_at_ms: now.saturating_add(ttl),
+        };
+        let renewed = m.lease.is_some();
+        let data = lease_data(&LeaseData {
+            pid,
+            hostname: &host,
+            expires_at_ms: sent.expires_at_ms,
+            renewed,
+            previous: None,
+        })?;
+        let sha = token_sha256(&sent.token);
+        let one = OneEvent {
+            change: SessionChange::default(),
+            event_type: EventType::LeaseAcquired.as_str(),
+            detail: None,
+            data: Some(&data),
+            end_runs: None,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+            follow: None,
+            side: Some(OneSide::LeaseTake {
+                token_sha256: &sha,
+                pid,
+                hostname: &host,
+                expires_at_ms: sent.expires_at_ms,
+            }),
+        };
+        // With `--if-rev`, the transaction: after a lost reply its rev
+        // check would come before the lease that tells the answer.
+        if m.if_rev.is_some() {
+            return pipeline(None).map(Written::into_inner);
+        }
+        let outcome = match self.send_one(op, &one, now, None)? {
+            OneOutcome::Applied(s) => {
+                return Ok(Lease {
+                    token: sent.token.clone(),
+                    session_id: id.to_owned(),
+                    pid,
+                    hostname: host.clone(),
+                    acquired_at_ms: now,
+                    expires_at_ms: sent.expires_at_ms,
+                    renewed,
+                    taken_over_from: None,
+                    session: *s,
+                })
+            }
+            OneOutcome::NotApplied => OneOutcome::NotApplied,
+            OneOutcome::Unknown => OneOutcome::Unknown,
+        };
+        one_or(outcome, || pipeline(Some(&sent))).map(Written::into_inner)
     }
 
     /// Releases the session's lease held with `token` (expired or not, as
@@ -276,21 +340,76 @@ impl Ledger {
             m: &m,
             digest: dg.as_deref(),
         };
-        self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| release(w, token, &host),
-            &mut |tx, _| read_back(tx, id),
-        )
+        let pipeline = || {
+            self.mutate(
+                op,
+                |_| Ok(()),
+                |w, ()| release(w, token, &host),
+                &mut |tx, _| read_back(tx, id),
+            )
+        };
+        // On a server, with a key, while the lease has this token: one
+        // statement (docs/postgres.md, "One round trip per write").
+        let sha = token_sha256(token);
+        let one = OneEvent {
+            change: SessionChange::default(),
+            event_type: EventType::LeaseReleased.as_str(),
+            detail: None,
+            data: None,
+            end_runs: None,
+            no_pending_gate: false,
+            snapshot: None,
+            add_usage: None,
+            follow: None,
+            side: Some(OneSide::LeaseRelease { token_sha256: &sha }),
+        };
+        self.write_one_or(op, &one, pipeline)
     }
+}
+
+/// What `lock` sent as one statement: its token, time and expiry, by which
+/// the pipeline recognizes that statement's lease after a lost reply.
+struct Sent {
+    token: String,
+    now: i64,
+    expires_at_ms: i64,
 }
 
 /// The body of `lock`: the live-touch UPDATE, then the lease taken,
 /// renewed or taken over (module docs), its event and row.
-fn take(w: &mut Write<'_, '_>, m: &Mutation, ttl: i64, pid: i64, host: &str) -> Result<Lease> {
+fn take(
+    w: &mut Write<'_, '_>,
+    m: &Mutation,
+    ttl: i64,
+    pid: i64,
+    host: &str,
+    sent: Option<&Sent>,
+) -> Result<Lease> {
     let (id, now) = (w.id(), w.now());
-    w.update(SessionChange::default())?;
     let current = w.state().lease.clone();
+    if let (Some(l), Some(sent)) = (&current, sent) {
+        // The statement sent first was applied (its reply was lost): the
+        // lease it wrote answers, and nothing is written again.
+        if l.token_sha256 == token_sha256(&sent.token)
+            && l.acquired_at_ms == sent.now
+            && l.expires_at_ms == sent.expires_at_ms
+            && l.pid == pid
+            && l.hostname == host
+        {
+            return Ok(Lease {
+                token: sent.token.clone(),
+                session_id: id.to_owned(),
+                pid,
+                hostname: host.to_owned(),
+                acquired_at_ms: sent.now,
+                expires_at_ms: sent.expires_at_ms,
+                renewed: m.lease.is_some(),
+                taken_over_from: None,
+                session: w.session()?,
+            });
+        }
+    }
+    w.update(SessionChange::default())?;
     let mine = match (&current, m.lease.as_deref()) {
         (Some(l), Some(t)) => token_sha256(t) == l.token_sha256,
         _ => false,
@@ -324,7 +443,12 @@ fn take(w: &mut Write<'_, '_>, m: &Mutation, ttl: i64, pid: i64, host: &str) -> 
         } else {
             EventType::LeaseAcquired
         };
-        (new_token()?, event)
+        // After a lost reply, the token that statement carried.
+        let token = match sent {
+            Some(s) => s.token.clone(),
+            None => new_token()?,
+        };
+        (token, event)
     };
     let expires_at_ms = now.saturating_add(ttl);
     let data = lease_data(&LeaseData {

@@ -16,14 +16,17 @@ use super::write::Write;
 use crate::error::{Error, Result};
 use crate::model::{EventType, SessionStatus};
 use crate::store::RunChange;
-use serde::Serialize;
 
 /// The error code of a run cancelled because its session ended.
 pub const SESSION_ENDED: &str = "SESSION_ENDED";
 
-#[derive(Serialize)]
-struct CodeData {
-    code: &'static str,
+/// A cancelled run's event data: `{"code":"SESSION_ENDED"}`.
+pub(super) const ENDED_DATA: &str = r#"{"code":"SESSION_ENDED"}"#;
+
+/// A cancelled run's error message and event detail: `the session was
+/// completed` (or `failed`, `cancelled`).
+pub(super) fn ended_message(ended: SessionStatus) -> String {
+    format!("the session was {}", ended.as_str())
 }
 
 /// Cancels every pending or running run of the session `w` is ending as
@@ -40,11 +43,8 @@ pub(super) fn cancel_open_runs(w: &mut Write<'_, '_>, ended: SessionStatus) -> R
     if ids.is_empty() {
         return Ok(0);
     }
-    let message = format!("the session was {}", ended.as_str());
-    let data = serde_json::to_string(&CodeData {
-        code: SESSION_ENDED,
-    })
-    .map_err(|e| Error::internal(format!("cannot encode event data: {e}")))?;
+    let message = ended_message(ended);
+    let data = ENDED_DATA;
     let at = w.now();
     for run in &ids {
         let change = RunChange::SessionEnded {
@@ -57,7 +57,7 @@ pub(super) fn cancel_open_runs(w: &mut Write<'_, '_>, ended: SessionStatus) -> R
         w.side_event(
             EventType::RunCancelled.as_str(),
             Some(&message),
-            Some(&data),
+            Some(data),
             Some(run),
         )?;
     }

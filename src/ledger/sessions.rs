@@ -353,10 +353,12 @@ impl Ledger {
             event_type: event_type.as_str(),
             detail: text.as_deref(),
             data: None,
-            no_open_runs: status.is_terminal(),
+            end_runs: status.is_terminal().then_some(status),
             no_pending_gate: verb == Verb::Resume,
             snapshot: None,
             add_usage: None,
+            follow: None,
+            side: None,
         };
         self.write_one_or(op, &one, || {
             self.transition_pipeline(op, verb, status, change, event_type, text.as_deref())
@@ -505,10 +507,12 @@ impl Ledger {
             event_type: &req.event_type,
             detail: detail.as_deref(),
             data: data.as_deref(),
-            no_open_runs: false,
+            end_runs: None,
             no_pending_gate: false,
             snapshot: None,
             add_usage: None,
+            follow: None,
+            side: None,
         };
         self.write_one_or(op, &one, || {
             self.mutate(

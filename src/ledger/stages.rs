@@ -130,10 +130,12 @@ impl Ledger {
             event_type: event_type.as_str(),
             detail: reason.as_deref(),
             data: Some(&data),
-            no_open_runs: false,
+            end_runs: None,
             no_pending_gate: false,
             snapshot: None,
             add_usage: None,
+            follow: None,
+            side: None,
         };
         self.write_one_or(op, &one, pipeline)
     }

@@ -32,7 +32,7 @@ use crate::model::Usage;
 use crate::model::{EventType, Session, SessionId, SessionStatus, Verb};
 use crate::store::rows::{KeyHit, NewEvent, SessionState};
 use crate::store::OneOutcome;
-use crate::store::{OneWrite, SessionChange, SessionGuard, SessionRow, Tx};
+use crate::store::{OneRunsEnd, OneWrite, SessionChange, SessionGuard, SessionRow, Tx};
 
 /// A verb's body when it is one guarded UPDATE and its one event, and
 /// nothing else: what a server may apply as one statement
@@ -49,9 +49,9 @@ pub(super) struct OneEvent<'a> {
     pub detail: Option<&'a str>,
     /// The event's data.
     pub data: Option<&'a str>,
-    /// The body would end open runs (a terminal status): apply only while
-    /// there are none.
-    pub no_open_runs: bool,
+    /// The write ends the session as this status: its open runs are
+    /// cancelled first (`super::run_end`).
+    pub end_runs: Option<SessionStatus>,
     /// The verb is refused while a gate is pending (`resume`): apply only
     /// while none is.
     pub no_pending_gate: bool,
@@ -59,6 +59,10 @@ pub(super) struct OneEvent<'a> {
     pub snapshot: Option<crate::store::OneSnapshot<'a>>,
     /// Usage added to the session's sums (`session usage`).
     pub add_usage: Option<Usage>,
+    /// The status change's event after the verb's own (a gate verb).
+    pub follow: Option<(&'a str, Option<&'a str>)>,
+    /// The gate, lease or budget row the verb writes.
+    pub side: Option<crate::store::OneSide<'a>>,
 }
 
 /// One mutation of an existing session, as the kernel runs it.
@@ -405,14 +409,28 @@ impl Ledger {
     }
 
     /// [`Ledger::write_one_or`]'s statement, where it may be sent.
-    fn try_one(&self, op: Op<'_>, one: &OneEvent<'_>) -> Result<OneOutcome> {
+    pub(super) fn try_one(&self, op: Op<'_>, one: &OneEvent<'_>) -> Result<OneOutcome> {
         let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
             return Ok(OneOutcome::NotApplied);
         };
+        self.send_one(op, one, self.now_ms(), Some((key, digest)))
+    }
+
+    /// Sends `one` as a statement at time `now_ms` where the store can;
+    /// `idempotency` is `None` only for a lease taken or renewed, whose
+    /// token resolves a lost reply ([`crate::store::OneWrite::idempotency`]).
+    pub(super) fn send_one(
+        &self,
+        op: Op<'_>,
+        one: &OneEvent<'_>,
+        now_ms: i64,
+        idempotency: Option<(&str, &str)>,
+    ) -> Result<OneOutcome> {
         if !self.store.writes_one_statement() {
             return Ok(OneOutcome::NotApplied);
         }
         let lease = op.m.lease.as_deref().map(super::guards::token_sha256);
+        let ended = one.end_runs.map(super::run_end::ended_message);
         let w = OneWrite {
             session_id: op.id,
             guard: SessionGuard {
@@ -420,19 +438,25 @@ impl Ledger {
                 rev: op.m.if_rev,
             },
             change: SessionChange {
-                now_ms: self.now_ms(),
+                now_ms,
                 ..one.change
             },
             event_type: one.event_type,
             detail: one.detail,
             data: one.data,
             actor_type: self.opts.actor,
-            idempotency: (key, digest),
-            no_open_runs: one.no_open_runs,
+            idempotency,
+            end_runs: ended.as_deref().map(|message| OneRunsEnd {
+                code: super::run_end::SESSION_ENDED,
+                message,
+                data: super::run_end::ENDED_DATA,
+            }),
             no_pending_gate: one.no_pending_gate,
             snapshot: one.snapshot,
             lease_sha256: lease.as_deref(),
             add_usage: one.add_usage,
+            follow: one.follow,
+            side: one.side,
         };
         self.store.write_one(&w).map_err(|e| self.fill_path(e))
     }

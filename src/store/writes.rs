@@ -62,25 +62,122 @@ pub struct OneWrite<'a> {
     pub data: Option<&'a str>,
     /// Who writes (`events.actor_type`).
     pub actor_type: crate::model::ActorType,
-    /// (idempotency key, request digest): required, since only the key
-    /// tells whether a statement whose reply was lost was applied.
-    pub idempotency: (&'a str, &'a str),
+    /// (idempotency key, request digest): the key tells whether a
+    /// statement whose reply was lost was applied. `None` only for a lease
+    /// taken or renewed ([`OneSide::LeaseTake`]), whose token tells it.
+    pub idempotency: Option<(&'a str, &'a str)>,
     /// The SHA-256 (hex) of the lease token the write presents: apply only
     /// while the session's lease has it and has not expired at `now_ms`
     /// (docs/design.md, "Leases"); `None`: only while no lease row exists.
+    /// A lease verb ([`OneSide::LeaseTake`], [`OneSide::LeaseRelease`])
+    /// has its own rule instead.
     pub lease_sha256: Option<&'a str>,
     /// Usage to add to the session's sums (`session usage`): apply only
     /// while the session has no budget (whose policy the pipeline applies)
     /// and no sum would pass 2^53−1.
     pub add_usage: Option<Usage>,
-    /// Apply only while no run of the session is pending or running (a
-    /// terminal status would end them).
-    pub no_open_runs: bool,
+    /// The write ends the session: every run of it still pending or
+    /// running is cancelled first, each with its `run_cancelled` event
+    /// before the write's own (docs/design.md, "Runs"; the rule of
+    /// `ledger::run_end`).
+    pub end_runs: Option<OneRunsEnd<'a>>,
     /// Apply only while no gate of the session is pending (`resume`).
     pub no_pending_gate: bool,
     /// A snapshot stored with the event (a checkpoint's `state`), with the
     /// session's stage and the event's time, as the pipeline stores it.
     pub snapshot: Option<OneSnapshot<'a>>,
+    /// A second event after the write's own, at the same time, with no
+    /// data: the status change a gate verb causes (`paused`, `resumed`,
+    /// `failed`, `cancelled`; docs/design.md, "Event order"). (type, detail).
+    pub follow: Option<(&'a str, Option<&'a str>)>,
+    /// The verb's own row, written with its event.
+    pub side: Option<OneSide<'a>>,
+}
+
+/// How a session's end cancels its open runs ([`OneWrite::end_runs`]):
+/// each run's error and its event's detail and data.
+#[derive(Debug, Clone, Copy)]
+pub struct OneRunsEnd<'a> {
+    /// The run's `error_code` (`SESSION_ENDED`).
+    pub code: &'a str,
+    /// The run's `error_message` and its event's detail.
+    pub message: &'a str,
+    /// The event's data (compact JSON text).
+    pub data: &'a str,
+}
+
+/// The row a gate, lease or budget verb writes beside its session and
+/// event ([`OneWrite::side`]), with the rule the statement adds for it.
+/// Where the event's data depends on rows only the server has read (a
+/// gate's round, a released lease's owner), the statement builds it, in
+/// the exact text `serde_json` gives the pipeline's (keys in the same
+/// order, no spaces).
+#[derive(Debug, Clone, Copy)]
+pub enum OneSide<'a> {
+    /// `gate open`: the gate's next round (`{gate, kind, round}` as the
+    /// event's data); applies only while no round of that name is pending.
+    /// `approved` (an `auto` gate): decided at once.
+    GateOpen {
+        /// The gate's name.
+        name: &'a str,
+        /// Its kind (`auto`, `user-approval`, `step-confirm`).
+        kind: &'a str,
+        /// An `auto` gate: approved by its opening event.
+        approved: bool,
+    },
+    /// `gate approve` / `reject`: the pending round of `name` decided
+    /// (`{gate, kind, round, outcome?}` as the event's data); applies only
+    /// while one is pending.
+    GateDecide {
+        /// The gate's name.
+        name: &'a str,
+        /// `approved` or `rejected`.
+        status: &'a str,
+        /// The note or reason (redacted).
+        text: Option<&'a str>,
+        /// A rejection's `failed` or `cancelled`.
+        outcome: Option<&'a str>,
+    },
+    /// `lock` taking a free lease (no lease row; `OneWrite::lease_sha256`
+    /// `None`) or renewing the caller's live one (`lease_sha256` its
+    /// token's): the row with this token, owner and expiry, acquired by
+    /// the event.
+    LeaseTake {
+        /// SHA-256 (hex) of the token.
+        token_sha256: &'a str,
+        /// The owner's pid.
+        pid: i64,
+        /// The owner's host.
+        hostname: &'a str,
+        /// When it expires, ms since the epoch.
+        expires_at_ms: i64,
+    },
+    /// `unlock`: the lease with this token deleted (expired or not), its
+    /// owner and expiry as the event's data; applies only while the
+    /// session's lease has the token.
+    LeaseRelease {
+        /// SHA-256 (hex) of the token.
+        token_sha256: &'a str,
+    },
+    /// A checkpoint's references (docs/design.md, "Model"), de-duplicated,
+    /// in the order given: `kinds[i]` (`plan`, `operation`, `deployment`)
+    /// and `ids[i]`. Those not linked yet are linked to the event, each
+    /// kind numbered on from its count; applies only while no kind would
+    /// pass 256 linked ids (the pipeline's INVALID_ARGUMENT).
+    Refs {
+        /// Each reference's kind.
+        kinds: &'a [String],
+        /// Each reference's id.
+        ids: &'a [String],
+    },
+    /// `budget` on a session without one: the new budget (`limits`,
+    /// counting from no usage); applies only while usage is within every
+    /// limit (a crossing is the pipeline's: it marks it and applies the
+    /// policy).
+    BudgetNew {
+        /// The limits and policy.
+        limits: BudgetLimits,
+    },
 }
 
 /// What a one-statement write came to ([`super::Store::write_one`],

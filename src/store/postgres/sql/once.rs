@@ -35,7 +35,7 @@ pub use create::{CreateParams, CREATE, CREATE_FIRST};
 
 use super::Params;
 use crate::store::codec::key_sha256;
-use crate::store::{OneRunChange, OneRunWrite, OneWrite, RunChange};
+use crate::store::{OneRunChange, OneRunWrite, OneRunsEnd, OneSide, OneWrite, RunChange};
 use postgres::types::Type;
 
 /// The previous hash of a session's first event: 32 zero bytes
@@ -60,6 +60,23 @@ const SELECT_AFTER_UPDATE: &str = "SELECT p.session_id, p.status, p.title, p.app
        array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
        array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
        FROM session_refs x WHERE x.session_id = p.session_id) r ON true";
+
+/// [`SELECT_AFTER_UPDATE`] for a checkpoint that links references: the
+/// references this statement inserted (`sw`, which the statement's
+/// snapshot does not show) with those already linked.
+const SELECT_AFTER_LINKING: &str = "SELECT p.session_id, p.status, p.title, p.app, p.agent_id, \
+     p.route, p.stage, p.parent_session_id, p.tags, p.actor_type, p.actor_id, \
+     p.actor_authenticated, p.rev, p.checkpoint_seq, p.final_result, p.end_reason, \
+     p.input_tokens, p.output_tokens, p.api_calls, p.duration_ms, p.created_at_ms, \
+     p.updated_at_ms, p.ended_at_ms, p.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, \
+     d.metadata, ev.at_ms, (ev.data::json -> 'step')::text, ev.detail, r.kinds, r.ids \
+     FROM p CROSS JOIN ev LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
+     LEFT JOIN LATERAL (SELECT \
+       array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
+       array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
+       FROM (SELECT o.kind, o.ordinal, o.ref_id FROM session_refs o \
+         WHERE o.session_id = p.session_id \
+         UNION ALL SELECT sw.kind, sw.ordinal, sw.ref_id FROM sw) x) r ON true";
 
 /// The statement of [`OneWrite`] and its parameters. `lock_timeout_ms` is
 /// what the statement may wait for the session's row.
@@ -90,19 +107,21 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
         w.detail,
     );
     let data = next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT);
-    let lease = lease_rule(&mut p, w.lease_sha256, "$1");
+    let side = w.side.map(|s| side_sql(&mut p, &s));
+    let lease = match (&side, w.side) {
+        (Some(s), Some(OneSide::LeaseRelease { .. })) => s.rule.clone(),
+        _ => lease_rule(&mut p, w.lease_sha256, "$1"),
+    };
     let mut sql = format!(
         "WITH u AS ({update} \
          AND (SELECT set_config('lock_timeout', {timeout}, true)) IS NOT NULL \
-         AND {lease} \
-         AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
-           WHERE k.key_sha256 = {key} AND k.session_id = $1)"
+         AND {lease}"
     );
-    if w.no_open_runs {
-        sql.push_str(
-            " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = $1 \
-             AND (r.status = 'pending' OR r.status = 'running'))",
-        );
+    if w.idempotency.is_some() {
+        sql.push_str(&format!(
+            " AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
+             WHERE k.key_sha256 = {key} AND k.session_id = $1)"
+        ));
     }
     if let Some(u) = &w.add_usage {
         for (col, v) in [
@@ -122,21 +141,87 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
              AND g.status = 'pending')",
         );
     }
+    if let (Some(s), false) = (&side, matches!(w.side, Some(OneSide::LeaseRelease { .. }))) {
+        sql.push_str(&format!(" AND {}", s.rule));
+    }
+    // The event joins the side's rows read before it (`sd`); where the
+    // side needs one (a pending gate, the lease released) and a writer
+    // that committed first took it, the event's seq is NULL, which
+    // `events.seq` refuses: the statement applies nothing.
+    let (mut join, mut seq, data) = match &side {
+        Some(SideSql {
+            pre: Some(_),
+            data: d,
+            needs,
+            ..
+        }) => (
+            " LEFT JOIN sd ON true".to_owned(),
+            match needs {
+                Some(col) => format!("(CASE WHEN sd.{col} IS NOT NULL THEN p.next_seq END)"),
+                None => "p.next_seq".to_owned(),
+            },
+            d.clone().unwrap_or(data),
+        ),
+        _ => (String::new(), "p.next_seq".to_owned(), data),
+    };
     sql.push_str(&format!(
         " RETURNING *, (SELECT coalesce(max(e.seq) + 1, 0) FROM events e \
            WHERE e.session_id = sessions.session_id) AS next_seq, \
          (SELECT e.hash FROM events e WHERE e.session_id = sessions.session_id \
            ORDER BY e.seq DESC LIMIT 1) AS last_hash), \
-         p AS (SELECT u.*, coalesce(u.last_hash, {GENESIS}) AS link FROM u), \
-         ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
-           run_id, prev_hash, hash) \
-           SELECT p.session_id, p.next_seq, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
-           NULL, p.link, logbook_event_hash(p.link, p.session_id, p.next_seq, {ty}, \
-           p.updated_at_ms, {actor}, {detail}, {data}, NULL::text) FROM p \
-           RETURNING event_id, seq, at_ms, detail, data), \
-         k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, request_digest, rev) \
-           SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev FROM p, ev) "
+         p AS (SELECT u.*, coalesce(u.last_hash, {GENESIS}) AS link FROM u), "
     ));
+    if let Some(SideSql { pre: Some(pre), .. }) = &side {
+        sql.push_str(&format!("sd AS ({pre}), "));
+    }
+    let mut link = "p.link";
+    if let Some(end) = &w.end_runs {
+        // The session's open runs cancelled, in creation order, each with
+        // its `run_cancelled` event chained before the write's own (`tl`:
+        // the seq and link after them, read only once they are inserted).
+        sql.insert_str(4, " RECURSIVE");
+        sql.push_str(&ends_runs_sql(&mut p, end, &actor));
+        seq = seq.replace("p.next_seq", "tl.seq");
+        join.push_str(" CROSS JOIN tl");
+        link = "tl.link";
+    }
+    sql.push_str(&format!(
+        "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+           run_id, prev_hash, hash) \
+           SELECT p.session_id, {seq}, {ty}, p.updated_at_ms, {actor}, {detail}, {data}, \
+           NULL, {link}, logbook_event_hash({link}, p.session_id, {seq}, {ty}, \
+           p.updated_at_ms, {actor}, {detail}, {data}, NULL::text) FROM p{join} \
+           RETURNING event_id, seq, at_ms, detail, data, hash) "
+    ));
+    if w.idempotency.is_some() {
+        sql.push_str(&format!(
+            ", k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, \
+             request_digest, rev) SELECT {key}, p.session_id, ev.event_id, {digest}, p.rev \
+             FROM p, ev) "
+        ));
+    }
+    if let Some((follow_ty, follow_detail)) = w.follow {
+        // The status change's event, chained on the write's own.
+        let fty = next(&mut p, Box::new(follow_ty.to_owned()), Type::TEXT);
+        let fdetail = next(
+            &mut p,
+            Box::new(follow_detail.map(str::to_owned)),
+            Type::TEXT,
+        );
+        sql.push_str(&format!(
+            ", ev2 AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, \
+             data, run_id, prev_hash, hash) \
+             SELECT p.session_id, ev.seq + 1, {fty}, ev.at_ms, {actor}, {fdetail}, NULL, NULL, \
+             ev.hash, logbook_event_hash(ev.hash, p.session_id, ev.seq + 1, {fty}, ev.at_ms, \
+             {actor}, {fdetail}, NULL::text, NULL::text) FROM p, ev) "
+        ));
+    }
+    if let Some(SideSql {
+        post: Some(post), ..
+    }) = &side
+    {
+        sql.push_str(&format!(", sw AS ({post}) "));
+    }
     if let Some(sn) = &w.snapshot {
         // The snapshot of the event just inserted: its trigger sees that
         // row (a volatile trigger function sees the rows its statement has
@@ -161,8 +246,251 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
              FROM p, ev) "
         ));
     }
-    sql.push_str(SELECT_AFTER_UPDATE);
+    sql.push_str(if matches!(w.side, Some(OneSide::Refs { .. })) {
+        SELECT_AFTER_LINKING
+    } else {
+        SELECT_AFTER_UPDATE
+    });
     (sql, p)
+}
+
+/// The CTEs (each followed by a comma) that cancel a session's open runs
+/// before its ending event ([`OneWrite::end_runs`]), as the pipeline's
+/// `cancel_open_runs` does: `ro` the runs in creation order, `ch` their
+/// events' seqs and hashes (each chained on the one before, from the
+/// session's link), `rc` the runs' UPDATE, `re` the events, `tl` the seq
+/// and link after them. `actor` is the write's actor placeholder.
+fn ends_runs_sql(p: &mut Params, end: &OneRunsEnd<'_>, actor: &str) -> String {
+    let mut next = |v: String| {
+        p.push((Box::new(v), Type::TEXT));
+        format!("${}", p.len())
+    };
+    let ty = next(crate::model::EventType::RunCancelled.as_str().to_owned());
+    let code = next(end.code.to_owned());
+    let msg = next(end.message.to_owned());
+    let data = next(end.data.to_owned());
+    let hash = |prev: &str, seq: &str| {
+        format!(
+            "logbook_event_hash({prev}, p.session_id, {seq}, {ty}, p.updated_at_ms, {actor}, \
+             {msg}, {data}, ro.run_id)"
+        )
+    };
+    let first = hash("p.link", "p.next_seq");
+    let then = hash("ch.hash", "ch.seq + 1");
+    format!(
+        "ro AS (SELECT r.run_id, row_number() OVER (ORDER BY r.insert_seq) AS n \
+           FROM runs r, p WHERE r.session_id = p.session_id \
+           AND (r.status = 'pending' OR r.status = 'running')), \
+         ch AS (SELECT ro.n, p.next_seq AS seq, ro.run_id, p.link AS prev, {first} AS hash \
+           FROM p JOIN ro ON ro.n = 1 \
+           UNION ALL SELECT ro.n, ch.seq + 1, ro.run_id, ch.hash, {then} \
+           FROM ch JOIN ro ON ro.n = ch.n + 1 CROSS JOIN p), \
+         rc AS (UPDATE runs SET status = 'cancelled', error_code = {code}, \
+           error_message = {msg}, ended_at_ms = GREATEST(runs.updated_at_ms, $2), \
+           updated_at_ms = GREATEST(runs.updated_at_ms, $2) FROM ro \
+           WHERE runs.run_id = ro.run_id AND (runs.status = 'pending' OR runs.status = 'running')), \
+         re AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
+           run_id, prev_hash, hash) \
+           SELECT p.session_id, ch.seq, {ty}, p.updated_at_ms, {actor}, {msg}, {data}, \
+           ch.run_id, ch.prev, ch.hash FROM p, ch ORDER BY ch.n RETURNING seq, hash), \
+         tl AS (SELECT coalesce((SELECT max(re.seq) + 1 FROM re), p.next_seq) AS seq, \
+           coalesce((SELECT re.hash FROM re ORDER BY re.seq DESC LIMIT 1), p.link) AS link \
+           FROM p), "
+    )
+}
+
+/// What a [`OneSide`] adds to [`write_statement`]: a rule in the session's
+/// UPDATE, rows read (or deleted) before the event (`sd`), the event's data
+/// when the server builds it, the column of `sd` the event needs, and the
+/// side's row written after the event (`sw`).
+struct SideSql {
+    rule: String,
+    pre: Option<String>,
+    data: Option<String>,
+    needs: Option<&'static str>,
+    post: Option<String>,
+}
+
+/// The SQL of `side` (module docs); its parameters pushed onto `p`. Every
+/// row it writes is joined to `p` (the session's UPDATE), so nothing is
+/// written when that matched no row.
+fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
+    let mut next = |v: Box<dyn postgres::types::ToSql + Sync>, t: Type| {
+        p.push((v, t));
+        format!("${}", p.len())
+    };
+    match *side {
+        OneSide::GateOpen {
+            name,
+            kind,
+            approved,
+        } => {
+            let name = next(Box::new(name.to_owned()), Type::TEXT);
+            let kind = next(Box::new(kind.to_owned()), Type::TEXT);
+            let (status, decided_seq, decided_at) = if approved {
+                ("approved", "ev.seq", "ev.at_ms")
+            } else {
+                ("pending", "NULL::bigint", "NULL::bigint")
+            };
+            SideSql {
+                rule: format!(
+                    "NOT EXISTS (SELECT 1 FROM session_gates g WHERE g.session_id = $1 \
+                     AND g.name = {name} AND g.status = 'pending')"
+                ),
+                pre: Some(format!(
+                    "SELECT coalesce(max(g.round), 0) + 1 AS round FROM session_gates g \
+                     WHERE g.session_id = $1 AND g.name = {name}"
+                )),
+                data: Some(format!(
+                    "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s}}', \
+                     to_json({name}::text), to_json({kind}::text), sd.round)"
+                )),
+                needs: None,
+                post: Some(format!(
+                    "INSERT INTO session_gates (session_id, name, round, kind, status, \
+                     opened_seq, opened_at_ms, decided_seq, decided_at_ms) \
+                     SELECT p.session_id, {name}, sd.round, {kind}, '{status}', ev.seq, \
+                     ev.at_ms, {decided_seq}, {decided_at} FROM p, sd, ev"
+                )),
+            }
+        }
+        OneSide::GateDecide {
+            name,
+            status,
+            text,
+            outcome,
+        } => {
+            let name = next(Box::new(name.to_owned()), Type::TEXT);
+            let status = next(Box::new(status.to_owned()), Type::TEXT);
+            let text = next(Box::new(text.map(str::to_owned)), Type::TEXT);
+            let outcome = next(Box::new(outcome.map(str::to_owned)), Type::TEXT);
+            let pending = format!(
+                "FROM session_gates g WHERE g.session_id = $1 AND g.name = {name} \
+                 AND g.status = 'pending'"
+            );
+            SideSql {
+                rule: format!("EXISTS (SELECT 1 {pending})"),
+                pre: Some(format!(
+                    "SELECT g.gate_id, g.kind, g.round {pending} ORDER BY g.round DESC LIMIT 1"
+                )),
+                data: Some(format!(
+                    "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s%s}}', \
+                     to_json({name}::text), to_json(sd.kind::text), sd.round, \
+                     coalesce(',\"outcome\":' || to_json({outcome}::text)::text, ''))"
+                )),
+                needs: Some("gate_id"),
+                post: Some(format!(
+                    "UPDATE session_gates SET status = {status}, decided_seq = ev.seq, \
+                     decided_at_ms = ev.at_ms, reason = {text}, outcome = {outcome} \
+                     FROM sd, ev WHERE session_gates.gate_id = sd.gate_id"
+                )),
+            }
+        }
+        OneSide::LeaseTake {
+            token_sha256,
+            pid,
+            hostname,
+            expires_at_ms,
+        } => {
+            let token = next(Box::new(token_sha256.to_owned()), Type::TEXT);
+            let pid = next(Box::new(pid), Type::INT8);
+            let host = next(Box::new(hostname.to_owned()), Type::TEXT);
+            let expires = next(Box::new(expires_at_ms), Type::INT8);
+            SideSql {
+                // The lease rule of the write (no lease row, or the
+                // caller's live one) is the whole rule.
+                rule: "true".to_owned(),
+                pre: None,
+                data: None,
+                needs: None,
+                post: Some(format!(
+                    "INSERT INTO session_leases (session_id, token_sha256, pid, hostname, \
+                     acquired_at_ms, expires_at_ms, acquired_seq) \
+                     SELECT p.session_id, {token}, {pid}, {host}, $2, {expires}, ev.seq \
+                     FROM p, ev ON CONFLICT (session_id) DO UPDATE SET \
+                     token_sha256 = excluded.token_sha256, pid = excluded.pid, \
+                     hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, \
+                     expires_at_ms = excluded.expires_at_ms, acquired_seq = excluded.acquired_seq"
+                )),
+            }
+        }
+        OneSide::LeaseRelease { token_sha256 } => {
+            let token = next(Box::new(token_sha256.to_owned()), Type::TEXT);
+            SideSql {
+                rule: format!(
+                    "EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = $1 \
+                     AND l.token_sha256 = {token})"
+                ),
+                pre: Some(format!(
+                    "DELETE FROM session_leases l USING p WHERE l.session_id = p.session_id \
+                     AND l.token_sha256 = {token} RETURNING l.pid, l.hostname, l.expires_at_ms"
+                )),
+                data: Some(
+                    "format('{\"pid\":%s,\"hostname\":%s,\"expires_at_ms\":%s}', sd.pid, \
+                     to_json(sd.hostname::text), sd.expires_at_ms)"
+                        .to_owned(),
+                ),
+                needs: Some("pid"),
+                post: None,
+            }
+        }
+        OneSide::Refs { kinds, ids } => {
+            let kinds = next(Box::new(kinds.to_vec()), Type::TEXT_ARRAY);
+            let ids = next(Box::new(ids.to_vec()), Type::TEXT_ARRAY);
+            // The references not linked yet, each kind's numbered on from
+            // its count (the pipeline's `link_refs`).
+            let new = format!(
+                "FROM unnest({kinds}::text[], {ids}::text[]) WITH ORDINALITY AS u(kind, ref_id, n) \
+                 WHERE NOT EXISTS (SELECT 1 FROM session_refs x WHERE x.session_id = $1 \
+                 AND x.kind = u.kind AND x.ref_id = u.ref_id)"
+            );
+            let linked = "(SELECT count(*) FROM session_refs x WHERE x.session_id = $1 \
+                 AND x.kind = u.kind)";
+            SideSql {
+                // No kind past its cap (the pipeline's INVALID_ARGUMENT).
+                rule: format!(
+                    "NOT EXISTS (SELECT 1 {new} GROUP BY u.kind \
+                     HAVING count(*) + {linked} > {REFS_MAX})"
+                ),
+                pre: None,
+                data: None,
+                needs: None,
+                post: Some(format!(
+                    "INSERT INTO session_refs (session_id, kind, ref_id, ordinal, linked_seq) \
+                     SELECT p.session_id, n.kind, n.ref_id, n.ordinal, ev.seq FROM p, ev, \
+                     (SELECT u.kind, u.ref_id, {linked} \
+                       + row_number() OVER (PARTITION BY u.kind ORDER BY u.n) - 1 AS ordinal \
+                       {new}) n \
+                     RETURNING kind, ordinal, ref_id"
+                )),
+            }
+        }
+        OneSide::BudgetNew { limits } => {
+            let mt = next(Box::new(limits.max_tokens), Type::INT8);
+            let ma = next(Box::new(limits.max_api_calls), Type::INT8);
+            let md = next(Box::new(limits.max_duration_ms), Type::INT8);
+            let policy = next(Box::new(limits.on_exceed.as_str().to_owned()), Type::TEXT);
+            SideSql {
+                // Within every limit (the sessions' columns, re-checked on
+                // the newest row): a crossing is the pipeline's.
+                rule: format!(
+                    "NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1) \
+                     AND ({mt} IS NULL OR input_tokens + output_tokens <= {mt}) \
+                     AND ({ma} IS NULL OR api_calls <= {ma}) \
+                     AND ({md} IS NULL OR duration_ms <= {md})"
+                ),
+                pre: None,
+                data: None,
+                needs: None,
+                post: Some(format!(
+                    "INSERT INTO session_budgets (session_id, max_tokens, max_api_calls, \
+                     max_duration_ms, on_exceed, exceeded_at_ms, updated_at_ms) \
+                     SELECT p.session_id, {mt}, {ma}, {md}, {policy}, NULL, p.updated_at_ms \
+                     FROM p"
+                )),
+            }
+        }
+    }
 }
 
 /// The placeholders of what every one-statement write binds besides its
@@ -181,7 +509,7 @@ struct EventParams {
 fn event_params(
     p: &mut Params,
     lock_timeout_ms: i64,
-    (key, digest): (&str, &str),
+    idempotency: Option<(&str, &str)>,
     event_type: &str,
     actor: crate::model::ActorType,
     detail: Option<&str>,
@@ -192,8 +520,8 @@ fn event_params(
     };
     EventParams {
         timeout: next(Box::new(lock_timeout_ms.to_string())),
-        key: next(Box::new(key_sha256(key))),
-        digest: next(Box::new(digest.to_owned())),
+        key: next(Box::new(idempotency.map(|(k, _)| key_sha256(k)))),
+        digest: next(Box::new(idempotency.map(|(_, d)| d.to_owned()))),
         ty: next(Box::new(event_type.to_owned())),
         actor: next(Box::new(actor.as_str().to_owned())),
         detail: next(Box::new(detail.map(str::to_owned))),
@@ -219,6 +547,9 @@ fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> Stri
         }
     }
 }
+
+/// The most references of one kind a session links (`validate::REFS_MAX`).
+const REFS_MAX: usize = crate::validate::REFS_MAX;
 
 /// The largest run or session total: 2^53 − 1 (the library's `add_total`).
 const COUNT_MAX: &str = "9007199254740991";
@@ -398,7 +729,7 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
     } = event_params(
         &mut p,
         lock_timeout_ms,
-        w.idempotency,
+        Some(w.idempotency),
         w.event_type,
         w.actor_type,
         w.detail,
