@@ -38,14 +38,16 @@ pub struct SessionChange<'a> {
     pub usage: Option<Usage>,
 }
 
-/// A mutation of one session that is one guarded UPDATE and its one event,
-/// and nothing else: what a backend may apply as a single statement
-/// (docs/postgres.md, "One round trip per write"). The statement applies it
-/// only where the whole write pipeline would apply exactly this: the guard
-/// matches, the lease rule holds trivially (no lease row, or the presented
-/// token's lease, live), the key is not recorded yet, and (as asked) no run
-/// is open and no gate is pending. Anything else applies
-/// nothing, and the caller runs the pipeline, which diagnoses.
+/// A mutation of one session that is one guarded UPDATE, its event and
+/// what comes with them — the open runs an end cancels first, the status
+/// change's event after, the verb's own row ([`OneSide`]) — and nothing
+/// else: what a backend may apply as a single statement (docs/postgres.md,
+/// "One round trip per write"). The statement applies it only where the
+/// whole write pipeline would apply exactly this: the guard matches, the
+/// lease rule holds trivially (no lease row, or the presented token's
+/// lease, live), the key is not recorded yet, (as asked) no gate is
+/// pending, and the side's own rule holds. Anything else applies nothing,
+/// and the caller runs the pipeline, which diagnoses.
 #[derive(Debug, Clone, Copy)]
 pub struct OneWrite<'a> {
     /// The session.

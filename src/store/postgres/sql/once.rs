@@ -1,6 +1,8 @@
 //! Writes as one statement (PostgreSQL only; docs/postgres.md, "One round
 //! trip per write"): a mutation of a session with its event and key
-//! ([`OneWrite`]), and a new session with its `created` event (and its
+//! ([`OneWrite`]: with the runs an end cancels, a status change's event and
+//! a gate, lease, budget or references row, as the verb writes), a run verb
+//! ([`OneRunWrite`]), and a new session with its `created` event (and its
 //! first checkpoint).
 //!
 //! Each is a single statement of data-modifying CTEs, sent on its own (the
@@ -10,7 +12,7 @@
 //! pipeline would decide differently: its UPDATE carries the pipeline's
 //! guard (the verb's statuses, `--if-rev`) and applies only where the
 //! pipeline's other rules hold trivially (no lease row, the key not yet
-//! recorded, no open run, no pending gate, as the write asks); anything
+//! recorded, no pending gate, the side's rule, as the write asks); anything
 //! else matches no row and applies nothing, and the caller runs the
 //! pipeline, which diagnoses. The triggers check every row as they check
 //! the pipeline's.
