@@ -3,7 +3,7 @@
 //! Run: `bash .ci/pg cargo bench --bench pg` (a throwaway server; about 4
 //! minutes on 2 cores after the build). Without LOGBOOK_TEST_PG it prints one
 //! line and exits 0. The bench creates and drops databases of its own on
-//! that server. `LOGBOOK_BENCH_ONLY=writers,runs,notify,follow,idle,list` runs a
+//! that server. `LOGBOOK_BENCH_ONLY=writers,runs,verbs,notify,follow,idle,list` runs a
 //! subset; `LOGBOOK_BENCH_ROUNDS` (default 3) and `LOGBOOK_BENCH_SECS`
 //! (default 2, each trial's measured phase) trade time for noise;
 //! `LOGBOOK_BENCH_SESSIONS` (default 1,000,000) sizes the list dataset;
@@ -26,6 +26,8 @@ mod idle;
 mod list;
 #[path = "pg/runs.rs"]
 mod runs;
+#[path = "pg/verbs.rs"]
+mod verbs;
 
 use logbook::{CheckpointRequest, CreateSession, Ledger, LedgerOptions, Mutation};
 use std::collections::HashMap;
@@ -68,6 +70,9 @@ fn main() {
     }
     if want("runs") {
         runs::section(&cfg, &mut admin);
+    }
+    if want("verbs") {
+        verbs::section(&cfg, &mut admin);
     }
     if want("notify") {
         notify_section(&cfg, &mut admin);

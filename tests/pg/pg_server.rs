@@ -204,19 +204,24 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
     let id = env.create("k");
     let proxy = Proxy::start(server_port());
     let url = via(&env, &proxy);
-    // With a reference the checkpoint is a transaction (not one statement:
-    // docs/postgres.md, "One round trip per write"), so it has a COMMIT to
-    // lose.
+    // A budget set on a session that has one is a transaction (not one
+    // statement: docs/postgres.md, "One round trip per write"), so it has a
+    // COMMIT to lose.
+    let first = logbook::SetBudget {
+        max_tokens: Some(1000),
+        ..logbook::SetBudget::default()
+    };
+    env.ledger()
+        .set_budget(&id, first, &Mutation::default())
+        .unwrap();
     let args = [
         "--db",
         &url,
         "session",
-        "checkpoint",
+        "budget",
         &id,
-        "--step",
-        "s1",
-        "--plan",
-        "plan-1",
+        "--max-api-calls",
+        "5",
         "--idempotency-key",
         "k-1",
         "--json",
@@ -233,21 +238,28 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
     }
     assert_eq!(proxy.commits_cut(), 1);
     // The server did commit it.
-    assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
+    assert_eq!(
+        event_types(&env, &id),
+        ["created", "budget_set", "budget_set"]
+    );
     // The caller retries with the same key: a replay, nothing applied again.
     let r: Run = env.command().args(args).output().unwrap().into();
     let j = r.json();
     assert_eq!(j["ok"], true, "{}", r.stdout);
-    assert_eq!(j["data"]["rev"], 2);
-    assert_eq!(j["replayed"]["rev"], 2, "{}", r.stdout);
-    assert_eq!(event_types(&env, &id), ["created", "checkpoint"]);
+    assert_eq!(j["data"]["session_rev"], 3, "{}", r.stdout);
+    assert_eq!(j["data"]["max_api_calls"], 5, "{}", r.stdout);
+    assert_eq!(j["replayed"]["rev"], 3, "{}", r.stdout);
+    assert_eq!(
+        event_types(&env, &id),
+        ["created", "budget_set", "budget_set"]
+    );
     // A lost connection before COMMIT is retried in place: applied once.
     let lg = open_ledger(Path::new(&url));
     proxy.cut_all();
     let w = lg
         .checkpoint(&id, cp("s2", None), &Mutation::default())
         .unwrap();
-    assert_eq!(w.value.rev, 3);
+    assert_eq!(w.value.rev, 4);
     assert_rev_matches_events(&env, &id);
 }
 
