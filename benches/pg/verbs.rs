@@ -26,14 +26,17 @@ enum Cycle {
     /// `complete` with two runs open: 1 write (the runs created outside
     /// the timing).
     EndWithRuns,
+    /// `complete` with no run: 1 write.
+    End,
 }
 
 impl Cycle {
-    const ALL: [Cycle; 5] = [
+    const ALL: [Cycle; 6] = [
         Cycle::Gate,
         Cycle::Lease,
         Cycle::Budget,
         Cycle::Refs,
+        Cycle::End,
         Cycle::EndWithRuns,
     ];
 
@@ -44,6 +47,7 @@ impl Cycle {
             Cycle::Budget => "budget (new)",
             Cycle::Refs => "checkpoint with 3 references",
             Cycle::EndWithRuns => "complete with 2 open runs",
+            Cycle::End => "complete with no run",
         }
     }
 
@@ -105,7 +109,7 @@ fn time_cycles(l: &Ledger, c: Cycle, keyed: bool, n: usize, tag: &str) -> f64 {
                 };
                 l.checkpoint(&id, req, &m(&k("c"))).unwrap();
             }
-            Cycle::EndWithRuns => {
+            Cycle::EndWithRuns | Cycle::End => {
                 l.complete(&id, "done", &m(&k("d"))).unwrap();
             }
         }

@@ -289,8 +289,9 @@ fn ends_runs_sql(p: &mut Params, end: &OneRunsEnd<'_>, actor: &str) -> String {
            FROM ch JOIN ro ON ro.n = ch.n + 1 CROSS JOIN p), \
          rc AS (UPDATE runs SET status = 'cancelled', error_code = {code}, \
            error_message = {msg}, ended_at_ms = GREATEST(runs.updated_at_ms, $2), \
-           updated_at_ms = GREATEST(runs.updated_at_ms, $2) FROM ro \
-           WHERE runs.run_id = ro.run_id AND (runs.status = 'pending' OR runs.status = 'running')), \
+           updated_at_ms = GREATEST(runs.updated_at_ms, $2) \
+           WHERE runs.session_id = $1 AND (runs.status = 'pending' OR runs.status = 'running') \
+           AND runs.run_id IN (SELECT ro.run_id FROM ro)), \
          re AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
            run_id, prev_hash, hash) \
            SELECT p.session_id, ch.seq, {ty}, p.updated_at_ms, {actor}, {msg}, {data}, \
