@@ -114,11 +114,12 @@ pub enum Error {
         /// What failed, e.g. "connection refused".
         reason: String,
     },
-    /// STORE_UNAVAILABLE: the connection was lost after COMMIT was sent
-    /// (docs/design.md, "Backends"), so whether the write was applied is unknown. Retrying
-    /// with the same idempotency key is safe: it either replays the
-    /// applied write or applies it once.
-    #[error("the connection to the PostgreSQL server {location} was lost after COMMIT was sent: the write may or may not have been applied; retry it with the same idempotency key")]
+    /// STORE_UNAVAILABLE: the connection was lost after the write's COMMIT
+    /// (or its one statement) was sent (docs/design.md, "Backends"), so
+    /// whether it was applied is unknown. Retrying with the same
+    /// idempotency key is safe: it either replays the applied write or
+    /// applies it once; a write without a key may be applied twice.
+    #[error("the connection to the PostgreSQL server {location} was lost after the write was sent: it may or may not have been applied; retry it with the same idempotency key (without one, read the session's events first: a retry may apply it twice)")]
     CommitUnknown {
         /// The server's location without its password.
         location: String,

@@ -61,7 +61,7 @@ pub enum ErrorCode {
     /// command again redoes (export, backup) or continues (import) it.
     Interrupted,
     /// The PostgreSQL server cannot be reached (refused, timed out,
-    /// shutting down), or the connection was lost after COMMIT was sent
+    /// shutting down), or the connection was lost after the write was sent
     /// (the outcome unknown: retry with the same idempotency key). Exit 4,
     /// retryable.
     StoreUnavailable,
@@ -243,7 +243,7 @@ impl ErrorCode {
                 4,
                 true,
                 "The PostgreSQL server cannot be reached (refused, timed out, shutting down), or \
-                 the connection was lost after COMMIT was sent: the write's outcome is unknown, \
+                 the connection was lost after the write was sent: its outcome is unknown, \
                  so retry it with the same idempotency key.",
             ),
         }

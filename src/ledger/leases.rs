@@ -298,7 +298,7 @@ impl Ledger {
                     session: *s,
                 })
             }
-            OneOutcome::NotApplied => OneOutcome::NotApplied,
+            OneOutcome::NotApplied => return pipeline(None).map(Written::into_inner),
             OneOutcome::Unknown => OneOutcome::Unknown,
         };
         one_or(outcome, || pipeline(Some(&sent))).map(Written::into_inner)
@@ -387,6 +387,22 @@ fn take(
 ) -> Result<Lease> {
     let (id, now) = (w.id(), w.now());
     let current = w.state().lease.clone();
+    if let Some(sent) = sent {
+        // After a lost reply: the lease the statement would have written
+        // tells whether it was applied. Another token's lease, or none
+        // where a renewal was sent, cannot tell (that statement may have
+        // been applied, then taken over or released): unknown, and nothing
+        // is written. No lease where a new one was sent: it was not applied
+        // (only its token, never shown, could release it), so it is now.
+        let ours = current
+            .as_ref()
+            .is_some_and(|l| l.token_sha256 == token_sha256(&sent.token));
+        if !ours && (current.is_some() || m.lease.is_some()) {
+            return Err(Error::CommitUnknown {
+                location: String::new(),
+            });
+        }
+    }
     if let (Some(l), Some(sent)) = (&current, sent) {
         // The statement sent first was applied (its reply was lost): the
         // lease it wrote answers, and nothing is written again.

@@ -305,8 +305,9 @@ fn note(sample: &str) -> Option<&'static str> {
             "The server could not be reached: nothing was written (`outcome` `not_applied`)."
         }
         "CommitUnknown" => {
-            "The connection was lost after COMMIT was sent: the write may or may not have been \
-             applied (`outcome` `unknown`); retry it with the same idempotency key."
+            "The connection was lost after the write was sent: it may or may not have been \
+             applied (`outcome` `unknown`); retry it with the same idempotency key (without \
+             one, a retry may apply it twice)."
         }
         "Incomplete" => {
             "An `export` or `import` that stopped part-way: the counts of what was done, plus \

@@ -400,3 +400,41 @@ fn pg_a_lock_whose_reply_was_lost_is_answered_by_its_lease_and_applied_once() {
     );
     assert_eq!(lg.get_session(&id).unwrap().rev, 4, "each write once");
 }
+
+/// A lock whose reply was lost, and whose lease, expired, another process
+/// took over before the retry could look: whether it was applied cannot be
+/// told, so the answer is an unknown outcome (STORE_UNAVAILABLE, `outcome`
+/// `unknown`), and nothing is written again.
+#[test]
+fn pg_a_lost_lock_reply_after_a_takeover_is_an_unknown_outcome() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = open_ledger(Path::new(&via(&env, &proxy, "&statement_cache_size=0")));
+    let id = lib_create(&lg, "taken", "a");
+    let other = env.ledger();
+    proxy.cut_after_next(b"session_leases");
+    // The retry's new connection waits while the other process takes over.
+    proxy.delay_new(std::time::Duration::from_secs(3));
+    let (e, took) = std::thread::scope(|s| {
+        let (proxy, id) = (&proxy, &id);
+        let taker = s.spawn(move || {
+            // Once the lock was applied (its reply cut) and its lease (1 ms)
+            // has expired: a takeover.
+            assert_eq!(cuts(proxy, 1), 1, "the statement's reply was cut");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            other.lock(id, &lock_req(60_000), &Mutation::default())
+        });
+        let e = lg.lock(id, &lock_req(1), &Mutation::default());
+        (e, taker.join().unwrap())
+    });
+    let e = e.unwrap_err();
+    assert_eq!(e.code().as_str(), "STORE_UNAVAILABLE", "{e}");
+    assert_eq!(e.details()["outcome"], "unknown", "{e}");
+    let took = took.unwrap();
+    assert_eq!(took.taken_over_from.map(|p| p.reason), Some("expired"));
+    assert_eq!(
+        event_types(&env, &id),
+        ["created", "lease_acquired", "lease_taken_over"]
+    );
+}

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ struct State {
     open: Mutex<Vec<(TcpStream, TcpStream)>>,
     /// New connections are closed at once (the server unreachable).
     refuse: AtomicBool,
+    /// New connections wait this long (ms) before they reach the server.
+    delay_ms: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -59,6 +61,10 @@ impl Proxy {
                 if st.refuse.load(Ordering::SeqCst) {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
+                }
+                let delay = st.delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    std::thread::sleep(Duration::from_millis(delay));
                 }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)) else {
                     continue;
@@ -106,6 +112,13 @@ impl Proxy {
     /// when the server cannot be reached (open ones carry on).
     pub fn refuse_new(&self, on: bool) {
         self.state.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// New connections wait `d` before they are relayed (a slow
+    /// reconnect); zero relays them at once.
+    pub fn delay_new(&self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.state.delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// How many COMMITs were cut.
