@@ -398,16 +398,10 @@ impl Ledger {
         // statement that adds the amounts (docs/postgres.md, "One round
         // trip per write").
         let one = OneEvent {
-            change: SessionChange::default(),
             event_type: EventType::UsageRecorded.as_str(),
-            detail: None,
             data: Some(&data),
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
             add_usage: Some(add),
-            follow: None,
-            side: None,
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }
@@ -494,15 +488,8 @@ impl Ledger {
         };
         let data = budget_data(&row)?;
         let one = OneEvent {
-            change: SessionChange::default(),
             event_type: EventType::BudgetSet.as_str(),
-            detail: None,
             data: Some(&data),
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
             side: Some(OneSide::BudgetNew {
                 limits: BudgetLimits {
                     max_tokens: row.max_tokens,
@@ -512,6 +499,7 @@ impl Ledger {
                     exceeded_at_ms: None,
                 },
             }),
+            ..OneEvent::default()
         };
         match self.try_one(op, &one)? {
             OneOutcome::Applied(s) => Ok(Written::applied(budget_view(

@@ -235,15 +235,12 @@ impl Ledger {
             event_type: EventType::Checkpoint.as_str(),
             detail: c.note,
             data: Some(c.data),
-            end_runs: None,
-            no_pending_gate: false,
             snapshot: c.snapshot,
-            add_usage: None,
-            follow: None,
             side: cp.has_refs.then_some(OneSide::Refs {
                 kinds: &cp.flat.0,
                 ids: &cp.flat.1,
             }),
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }

@@ -159,18 +159,13 @@ impl Ledger {
                 ..SessionChange::default()
             },
             event_type: event_type.as_str(),
-            detail: None,
-            data: None,
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
             follow: kind.blocks().then_some((EventType::Paused.as_str(), None)),
             side: Some(OneSide::GateOpen {
                 name,
                 kind: kind.as_str(),
                 approved: !kind.blocks(),
             }),
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }
@@ -354,11 +349,7 @@ impl Ledger {
             },
             event_type: event_type.as_str(),
             detail: text,
-            data: None,
             end_runs: to.is_terminal().then_some(to),
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
             follow: Some((follow.as_str(), stored)),
             side: Some(OneSide::GateDecide {
                 name,
@@ -366,6 +357,7 @@ impl Ledger {
                 text,
                 outcome,
             }),
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }

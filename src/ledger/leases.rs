@@ -263,21 +263,15 @@ impl Ledger {
         })?;
         let sha = token_sha256(&sent.token);
         let one = OneEvent {
-            change: SessionChange::default(),
             event_type: EventType::LeaseAcquired.as_str(),
-            detail: None,
             data: Some(&data),
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
             side: Some(OneSide::LeaseTake {
                 token_sha256: &sha,
                 pid,
                 hostname: &host,
                 expires_at_ms: sent.expires_at_ms,
             }),
+            ..OneEvent::default()
         };
         // With `--if-rev`, the transaction: after a lost reply its rev
         // check would come before the lease that tells the answer.
@@ -352,16 +346,9 @@ impl Ledger {
         // statement (docs/postgres.md, "One round trip per write").
         let sha = token_sha256(token);
         let one = OneEvent {
-            change: SessionChange::default(),
             event_type: EventType::LeaseReleased.as_str(),
-            detail: None,
-            data: None,
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
             side: Some(OneSide::LeaseRelease { token_sha256: &sha }),
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }

@@ -352,13 +352,9 @@ impl Ledger {
             change,
             event_type: event_type.as_str(),
             detail: text.as_deref(),
-            data: None,
             end_runs: status.is_terminal().then_some(status),
             no_pending_gate: verb == Verb::Resume,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
-            side: None,
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, || {
             self.transition_pipeline(op, verb, status, change, event_type, text.as_deref())
@@ -503,16 +499,10 @@ impl Ledger {
             digest: dg.as_deref(),
         };
         let one = OneEvent {
-            change: SessionChange::default(),
             event_type: &req.event_type,
             detail: detail.as_deref(),
             data: data.as_deref(),
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
-            side: None,
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, || {
             self.mutate(

@@ -130,12 +130,7 @@ impl Ledger {
             event_type: event_type.as_str(),
             detail: reason.as_deref(),
             data: Some(&data),
-            end_runs: None,
-            no_pending_gate: false,
-            snapshot: None,
-            add_usage: None,
-            follow: None,
-            side: None,
+            ..OneEvent::default()
         };
         self.write_one_or(op, &one, pipeline)
     }

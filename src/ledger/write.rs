@@ -39,7 +39,7 @@ use crate::store::{OneRunsEnd, OneWrite, SessionChange, SessionGuard, SessionRow
 /// (docs/postgres.md, "One round trip per write"). The verb builds it from
 /// the same values as its body, and runs the pipeline when
 /// [`Ledger::write_one`] did not apply it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(super) struct OneEvent<'a> {
     /// What the UPDATE sets.
     pub change: SessionChange<'a>,
