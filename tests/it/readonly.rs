@@ -102,6 +102,11 @@ fn sql_refuses_every_write_and_changes_nothing() {
     ] {
         let e = assert_error(&env.json(&["sql", q]), "INVALID_ARGUMENT", 2);
         assert_eq!(e["details"]["field"], "sql", "{q}");
+        // The engine's reason, never the statement itself.
+        if q.len() > 3 {
+            let message = e["message"].as_str().unwrap();
+            assert!(!message.contains(q), "{q}: {message}");
+        }
     }
     for q in [
         "/* a comment */ SELECT 1",
