@@ -36,9 +36,18 @@ fn checks_table(report: &serde_json::Value) -> String {
         })
         .unwrap_or_default();
     let mut s = render::table(&["CHECK", "RESULT", "DETAIL"], &rows, &[]);
+    // A server has no WAL file of the ledger's own to report.
+    let server = report["path"]
+        .as_str()
+        .is_some_and(logbook::store::postgres::location::is_url);
+    let wal = if server {
+        String::new()
+    } else {
+        format!(", WAL {} bytes", report["wal_bytes"])
+    };
     s.push_str(&format!(
-        "{} session(s), {} event(s); database {} bytes, WAL {} bytes\n",
-        report["sessions"], report["events"], report["db_bytes"], report["wal_bytes"]
+        "{} session(s), {} event(s); database {} bytes{wal}\n",
+        report["sessions"], report["events"], report["db_bytes"]
     ));
     s
 }

@@ -53,6 +53,15 @@ fn pg_doctor_checks_schema_triggers_chain_and_server() {
         check_names(&d),
         ["schema", "triggers", "hash_chain", "tombstones", "server"]
     );
+    // The human summary names no WAL file: a server has none of the ledger's.
+    let r = env.run(&["doctor"]);
+    assert_eq!(r.code, 0);
+    let last = r.stdout.lines().last().unwrap_or_default().to_owned();
+    assert!(
+        last.starts_with("1 session(s), 2 event(s); database "),
+        "{last}"
+    );
+    assert!(!last.contains("WAL"), "{last}");
     assert_eq!(d["healthy"], true);
     assert_eq!(
         (d["sessions"].as_i64(), d["events"].as_i64()),
