@@ -31,6 +31,16 @@ fn to_json(v: ValueRef<'_>) -> Value {
     }
 }
 
+/// Why SQLite refused a `logbook sql` statement: its message, and for a
+/// syntax error the byte offset, not the statement's text (docs/errors.md:
+/// a message never repeats the rejected value).
+pub fn reason(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at byte {offset})"),
+        e => e.to_string(),
+    }
+}
+
 /// Runs one statement that `sqlite3_stmt_readonly` says does not write.
 /// It is interrupted after `timeout_ms`.
 pub fn run(conn: &Connection, sql: &str, timeout_ms: u64) -> Result<QueryResult, QueryError> {

@@ -493,17 +493,11 @@ impl SqliteStore {
                 | Some(rusqlite::ffi::ErrorCode::SystemIoFailure) => self.db_err(e),
                 // SQLite's own words and where, without the statement
                 // (docs/errors.md: a message never repeats the rejected value).
-                _ => Error::invalid("sql", crate::redact::redact(&query_reason(&e)).into_owned()),
+                _ => Error::invalid(
+                    "sql",
+                    crate::redact::redact(&query::reason(&e)).into_owned(),
+                ),
             },
         })
-    }
-}
-
-/// Why SQLite refused a `logbook sql` statement: its message, and for a
-/// syntax error the byte offset, not the statement's text.
-fn query_reason(e: &rusqlite::Error) -> String {
-    match e {
-        rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at byte {offset})"),
-        e => e.to_string(),
     }
 }
