@@ -32,12 +32,15 @@
 //! pipeline sets it with `SET LOCAL`.
 
 mod create;
+mod sides;
 
 pub use create::{CreateParams, CREATE, CREATE_FIRST};
 
+use sides::{ends_runs_sql, side_sql, SideSql};
+
 use super::Params;
 use crate::store::codec::key_sha256;
-use crate::store::{OneRunChange, OneRunWrite, OneRunsEnd, OneSide, OneWrite, RunChange};
+use crate::store::{OneRunChange, OneRunWrite, OneSide, OneWrite, RunChange};
 use postgres::types::Type;
 
 /// The previous hash of a session's first event: 32 zero bytes
@@ -45,40 +48,57 @@ use postgres::types::Type;
 /// `standard_conforming_strings`).
 const GENESIS: &str = "decode(repeat('00', 32), 'hex')";
 
+/// The select list of the session a write returns (the columns of
+/// `sessions::session_select`, in its order) from `p`, the UPDATE's
+/// RETURNING, `d` its data, `r` its references, and the checkpoint's event
+/// from `$cp`.
+macro_rules! session_columns {
+    ($cp:literal) => {
+        concat!(
+            "SELECT p.session_id, p.status, p.title, p.app, p.agent_id, \
+             p.route, p.stage, p.parent_session_id, p.tags, p.actor_type, p.actor_id, \
+             p.actor_authenticated, p.rev, p.checkpoint_seq, p.final_result, p.end_reason, \
+             p.input_tokens, p.output_tokens, p.api_calls, p.duration_ms, p.created_at_ms, \
+             p.updated_at_ms, p.ended_at_ms, p.insert_seq, d.insert_seq IS NOT NULL, d.goal, \
+             d.context, d.metadata, ",
+            $cp,
+            ".at_ms, (",
+            $cp,
+            ".data::json -> 'step')::text, ",
+            $cp,
+            ".detail, r.kinds, r.ids "
+        )
+    };
+}
+
 /// The whole session (the columns of `sessions::session_select`, in its
 /// order) from `p`, the UPDATE's RETURNING: its data, its checkpoint's
 /// event (this statement's own, `ev`, or an older one) and its references.
-const SELECT_AFTER_UPDATE: &str = "SELECT p.session_id, p.status, p.title, p.app, p.agent_id, \
-     p.route, p.stage, p.parent_session_id, p.tags, p.actor_type, p.actor_id, \
-     p.actor_authenticated, p.rev, p.checkpoint_seq, p.final_result, p.end_reason, \
-     p.input_tokens, p.output_tokens, p.api_calls, p.duration_ms, p.created_at_ms, \
-     p.updated_at_ms, p.ended_at_ms, p.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, \
-     d.metadata, c.at_ms, (c.data::json -> 'step')::text, c.detail, r.kinds, r.ids \
-     FROM p LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
+const SELECT_AFTER_UPDATE: &str = concat!(
+    session_columns!("c"),
+    "     FROM p LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
      LEFT JOIN LATERAL (SELECT ev.at_ms, ev.data, ev.detail FROM ev WHERE ev.seq = p.checkpoint_seq \
        UNION ALL SELECT o.at_ms, o.data, o.detail FROM events o \
        WHERE o.session_id = p.session_id AND o.seq = p.checkpoint_seq LIMIT 1) c ON true \
      LEFT JOIN LATERAL (SELECT \
        array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
        array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
-       FROM session_refs x WHERE x.session_id = p.session_id) r ON true";
+       FROM session_refs x WHERE x.session_id = p.session_id) r ON true"
+);
 
 /// [`SELECT_AFTER_UPDATE`] for a checkpoint that links references: the
 /// references this statement inserted (`sw`, which the statement's
 /// snapshot does not show) with those already linked.
-const SELECT_AFTER_LINKING: &str = "SELECT p.session_id, p.status, p.title, p.app, p.agent_id, \
-     p.route, p.stage, p.parent_session_id, p.tags, p.actor_type, p.actor_id, \
-     p.actor_authenticated, p.rev, p.checkpoint_seq, p.final_result, p.end_reason, \
-     p.input_tokens, p.output_tokens, p.api_calls, p.duration_ms, p.created_at_ms, \
-     p.updated_at_ms, p.ended_at_ms, p.insert_seq, d.insert_seq IS NOT NULL, d.goal, d.context, \
-     d.metadata, ev.at_ms, (ev.data::json -> 'step')::text, ev.detail, r.kinds, r.ids \
-     FROM p CROSS JOIN ev LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
+const SELECT_AFTER_LINKING: &str = concat!(
+    session_columns!("ev"),
+    "     FROM p CROSS JOIN ev LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
      LEFT JOIN LATERAL (SELECT \
        array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
        array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
        FROM (SELECT o.kind, o.ordinal, o.ref_id FROM session_refs o \
          WHERE o.session_id = p.session_id \
-         UNION ALL SELECT sw.kind, sw.ordinal, sw.ref_id FROM sw) x) r ON true";
+         UNION ALL SELECT sw.kind, sw.ordinal, sw.ref_id FROM sw) x) r ON true"
+);
 
 /// The statement of [`OneWrite`] and its parameters. `lock_timeout_ms` is
 /// what the statement may wait for the session's row.
@@ -256,246 +276,6 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     (sql, p)
 }
 
-/// The CTEs (each followed by a comma) that cancel a session's open runs
-/// before its ending event ([`OneWrite::end_runs`]), as the pipeline's
-/// `cancel_open_runs` does: `ro` the runs in creation order, `ch` their
-/// events' seqs and hashes (each chained on the one before, from the
-/// session's link), `rc` the runs' UPDATE, `re` the events, `tl` the seq
-/// and link after them. `actor` is the write's actor placeholder.
-fn ends_runs_sql(p: &mut Params, end: &OneRunsEnd<'_>, actor: &str) -> String {
-    let mut next = |v: String| {
-        p.push((Box::new(v), Type::TEXT));
-        format!("${}", p.len())
-    };
-    let ty = next(crate::model::EventType::RunCancelled.as_str().to_owned());
-    let code = next(end.code.to_owned());
-    let msg = next(end.message.to_owned());
-    let data = next(end.data.to_owned());
-    let hash = |prev: &str, seq: &str| {
-        format!(
-            "logbook_event_hash({prev}, p.session_id, {seq}, {ty}, p.updated_at_ms, {actor}, \
-             {msg}, {data}, ro.run_id)"
-        )
-    };
-    let first = hash("p.link", "p.next_seq");
-    let then = hash("ch.hash", "ch.seq + 1");
-    format!(
-        "ro AS (SELECT r.run_id, row_number() OVER (ORDER BY r.insert_seq) AS n \
-           FROM runs r, p WHERE r.session_id = p.session_id \
-           AND (r.status = 'pending' OR r.status = 'running')), \
-         ch AS (SELECT ro.n, p.next_seq AS seq, ro.run_id, p.link AS prev, {first} AS hash \
-           FROM p JOIN ro ON ro.n = 1 \
-           UNION ALL SELECT ro.n, ch.seq + 1, ro.run_id, ch.hash, {then} \
-           FROM ch JOIN ro ON ro.n = ch.n + 1 CROSS JOIN p), \
-         rc AS (UPDATE runs SET status = 'cancelled', error_code = {code}, \
-           error_message = {msg}, ended_at_ms = GREATEST(runs.updated_at_ms, $2), \
-           updated_at_ms = GREATEST(runs.updated_at_ms, $2) \
-           WHERE runs.session_id = $1 AND (runs.status = 'pending' OR runs.status = 'running') \
-           AND runs.run_id IN (SELECT ro.run_id FROM ro)), \
-         re AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
-           run_id, prev_hash, hash) \
-           SELECT p.session_id, ch.seq, {ty}, p.updated_at_ms, {actor}, {msg}, {data}, \
-           ch.run_id, ch.prev, ch.hash FROM p, ch ORDER BY ch.n RETURNING seq, hash), \
-         tl AS (SELECT coalesce((SELECT max(re.seq) + 1 FROM re), p.next_seq) AS seq, \
-           coalesce((SELECT re.hash FROM re ORDER BY re.seq DESC LIMIT 1), p.link) AS link \
-           FROM p), "
-    )
-}
-
-/// What a [`OneSide`] adds to [`write_statement`]: a rule in the session's
-/// UPDATE, rows read (or deleted) before the event (`sd`), the event's data
-/// when the server builds it, the column of `sd` the event needs, and the
-/// side's row written after the event (`sw`).
-struct SideSql {
-    rule: String,
-    pre: Option<String>,
-    data: Option<String>,
-    needs: Option<&'static str>,
-    post: Option<String>,
-}
-
-/// The SQL of `side` (module docs); its parameters pushed onto `p`. Every
-/// row it writes is joined to `p` (the session's UPDATE), so nothing is
-/// written when that matched no row.
-fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
-    let mut next = |v: Box<dyn postgres::types::ToSql + Sync>, t: Type| {
-        p.push((v, t));
-        format!("${}", p.len())
-    };
-    match *side {
-        OneSide::GateOpen {
-            name,
-            kind,
-            approved,
-        } => {
-            let name = next(Box::new(name.to_owned()), Type::TEXT);
-            let kind = next(Box::new(kind.to_owned()), Type::TEXT);
-            let (status, decided_seq, decided_at) = if approved {
-                ("approved", "ev.seq", "ev.at_ms")
-            } else {
-                ("pending", "NULL::bigint", "NULL::bigint")
-            };
-            SideSql {
-                rule: format!(
-                    "NOT EXISTS (SELECT 1 FROM session_gates g WHERE g.session_id = $1 \
-                     AND g.name = {name} AND g.status = 'pending')"
-                ),
-                pre: Some(format!(
-                    "SELECT coalesce(max(g.round), 0) + 1 AS round FROM session_gates g \
-                     WHERE g.session_id = $1 AND g.name = {name}"
-                )),
-                data: Some(format!(
-                    "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s}}', \
-                     to_json({name}::text), to_json({kind}::text), sd.round)"
-                )),
-                needs: None,
-                post: Some(format!(
-                    "INSERT INTO session_gates (session_id, name, round, kind, status, \
-                     opened_seq, opened_at_ms, decided_seq, decided_at_ms) \
-                     SELECT p.session_id, {name}, sd.round, {kind}, '{status}', ev.seq, \
-                     ev.at_ms, {decided_seq}, {decided_at} FROM p, sd, ev"
-                )),
-            }
-        }
-        OneSide::GateDecide {
-            name,
-            status,
-            text,
-            outcome,
-        } => {
-            let name = next(Box::new(name.to_owned()), Type::TEXT);
-            let status = next(Box::new(status.to_owned()), Type::TEXT);
-            let text = next(Box::new(text.map(str::to_owned)), Type::TEXT);
-            let outcome = next(Box::new(outcome.map(str::to_owned)), Type::TEXT);
-            let pending = format!(
-                "FROM session_gates g WHERE g.session_id = $1 AND g.name = {name} \
-                 AND g.status = 'pending'"
-            );
-            SideSql {
-                rule: format!("EXISTS (SELECT 1 {pending})"),
-                pre: Some(format!(
-                    "SELECT g.gate_id, g.kind, g.round {pending} ORDER BY g.round DESC LIMIT 1"
-                )),
-                data: Some(format!(
-                    "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s%s}}', \
-                     to_json({name}::text), to_json(sd.kind::text), sd.round, \
-                     coalesce(',\"outcome\":' || to_json({outcome}::text)::text, ''))"
-                )),
-                needs: Some("gate_id"),
-                post: Some(format!(
-                    "UPDATE session_gates SET status = {status}, decided_seq = ev.seq, \
-                     decided_at_ms = ev.at_ms, reason = {text}, outcome = {outcome} \
-                     FROM sd, ev WHERE session_gates.gate_id = sd.gate_id"
-                )),
-            }
-        }
-        OneSide::LeaseTake {
-            token_sha256,
-            pid,
-            hostname,
-            expires_at_ms,
-        } => {
-            let token = next(Box::new(token_sha256.to_owned()), Type::TEXT);
-            let pid = next(Box::new(pid), Type::INT8);
-            let host = next(Box::new(hostname.to_owned()), Type::TEXT);
-            let expires = next(Box::new(expires_at_ms), Type::INT8);
-            SideSql {
-                // The lease rule of the write (no lease row, or the
-                // caller's live one) is the whole rule.
-                rule: "true".to_owned(),
-                pre: None,
-                data: None,
-                needs: None,
-                post: Some(format!(
-                    "INSERT INTO session_leases (session_id, token_sha256, pid, hostname, \
-                     acquired_at_ms, expires_at_ms, acquired_seq) \
-                     SELECT p.session_id, {token}, {pid}, {host}, $2, {expires}, ev.seq \
-                     FROM p, ev ON CONFLICT (session_id) DO UPDATE SET \
-                     token_sha256 = excluded.token_sha256, pid = excluded.pid, \
-                     hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, \
-                     expires_at_ms = excluded.expires_at_ms, acquired_seq = excluded.acquired_seq"
-                )),
-            }
-        }
-        OneSide::LeaseRelease { token_sha256 } => {
-            let token = next(Box::new(token_sha256.to_owned()), Type::TEXT);
-            SideSql {
-                rule: format!(
-                    "EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = $1 \
-                     AND l.token_sha256 = {token})"
-                ),
-                pre: Some(format!(
-                    "DELETE FROM session_leases l USING p WHERE l.session_id = p.session_id \
-                     AND l.token_sha256 = {token} RETURNING l.pid, l.hostname, l.expires_at_ms"
-                )),
-                data: Some(
-                    "format('{\"pid\":%s,\"hostname\":%s,\"expires_at_ms\":%s}', sd.pid, \
-                     to_json(sd.hostname::text), sd.expires_at_ms)"
-                        .to_owned(),
-                ),
-                needs: Some("pid"),
-                post: None,
-            }
-        }
-        OneSide::Refs { kinds, ids } => {
-            let kinds = next(Box::new(kinds.to_vec()), Type::TEXT_ARRAY);
-            let ids = next(Box::new(ids.to_vec()), Type::TEXT_ARRAY);
-            // The references not linked yet, each kind's numbered on from
-            // its count (the pipeline's `link_refs`).
-            let new = format!(
-                "FROM unnest({kinds}::text[], {ids}::text[]) WITH ORDINALITY AS u(kind, ref_id, n) \
-                 WHERE NOT EXISTS (SELECT 1 FROM session_refs x WHERE x.session_id = $1 \
-                 AND x.kind = u.kind AND x.ref_id = u.ref_id)"
-            );
-            let linked = "(SELECT count(*) FROM session_refs x WHERE x.session_id = $1 \
-                 AND x.kind = u.kind)";
-            SideSql {
-                // No kind past its cap (the pipeline's INVALID_ARGUMENT).
-                rule: format!(
-                    "NOT EXISTS (SELECT 1 {new} GROUP BY u.kind \
-                     HAVING count(*) + {linked} > {REFS_MAX})"
-                ),
-                pre: None,
-                data: None,
-                needs: None,
-                post: Some(format!(
-                    "INSERT INTO session_refs (session_id, kind, ref_id, ordinal, linked_seq) \
-                     SELECT p.session_id, n.kind, n.ref_id, n.ordinal, ev.seq FROM p, ev, \
-                     (SELECT u.kind, u.ref_id, {linked} \
-                       + row_number() OVER (PARTITION BY u.kind ORDER BY u.n) - 1 AS ordinal \
-                       {new}) n \
-                     RETURNING kind, ordinal, ref_id"
-                )),
-            }
-        }
-        OneSide::BudgetNew { limits } => {
-            let mt = next(Box::new(limits.max_tokens), Type::INT8);
-            let ma = next(Box::new(limits.max_api_calls), Type::INT8);
-            let md = next(Box::new(limits.max_duration_ms), Type::INT8);
-            let policy = next(Box::new(limits.on_exceed.as_str().to_owned()), Type::TEXT);
-            SideSql {
-                // Within every limit (the sessions' columns, re-checked on
-                // the newest row): a crossing is the pipeline's.
-                rule: format!(
-                    "NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1) \
-                     AND ({mt} IS NULL OR input_tokens + output_tokens <= {mt}) \
-                     AND ({ma} IS NULL OR api_calls <= {ma}) \
-                     AND ({md} IS NULL OR duration_ms <= {md})"
-                ),
-                pre: None,
-                data: None,
-                needs: None,
-                post: Some(format!(
-                    "INSERT INTO session_budgets (session_id, max_tokens, max_api_calls, \
-                     max_duration_ms, on_exceed, exceeded_at_ms, updated_at_ms) \
-                     SELECT p.session_id, {mt}, {ma}, {md}, {policy}, NULL, p.updated_at_ms \
-                     FROM p"
-                )),
-            }
-        }
-    }
-}
-
 /// The placeholders of what every one-statement write binds besides its
 /// rows: its `lock_timeout`, its key's SHA-256 and request digest, and its
 /// event's type, actor and detail.
@@ -550,9 +330,6 @@ fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> Stri
         }
     }
 }
-
-/// The most references of one kind a session links (`validate::REFS_MAX`).
-const REFS_MAX: usize = crate::validate::REFS_MAX;
 
 /// The largest run or session total: 2^53 − 1 (the library's `add_total`).
 const COUNT_MAX: &str = "9007199254740991";
