@@ -1,5 +1,6 @@
-//! Gate, lease, budget, reference and run-ending writes on a server
-//! (BENCHMARKS.md, "PostgreSQL", "Gate, lease and budget verbs"): each
+//! Gate, lease, budget, reference, run-ending and create writes on a server
+//! (BENCHMARKS.md, "PostgreSQL", "Gates, leases, budgets, references and ends as
+//! one statement"): each
 //! cycle of verbs timed with idempotency keys (one statement each:
 //! docs/postgres.md, "One round trip per write") and without (the
 //! transaction), on one `Ledger` in this process, the two interleaved, the
@@ -28,16 +29,23 @@ enum Cycle {
     EndWithRuns,
     /// `complete` with no run: 1 write.
     End,
+    /// `session create`: 1 write (one statement with a key or without).
+    Create,
+    /// `session create --parent` (the cycle's session): 1 write (one
+    /// statement with a key or without).
+    CreateChild,
 }
 
 impl Cycle {
-    const ALL: [Cycle; 6] = [
+    const ALL: [Cycle; 8] = [
         Cycle::Gate,
         Cycle::Lease,
         Cycle::Budget,
         Cycle::Refs,
         Cycle::End,
         Cycle::EndWithRuns,
+        Cycle::Create,
+        Cycle::CreateChild,
     ];
 
     fn name(self) -> &'static str {
@@ -48,6 +56,8 @@ impl Cycle {
             Cycle::Refs => "checkpoint with 3 references",
             Cycle::EndWithRuns => "complete with 2 open runs",
             Cycle::End => "complete with no run",
+            Cycle::Create => "create (one statement both ways)",
+            Cycle::CreateChild => "create with a parent (one statement both ways)",
         }
     }
 
@@ -111,6 +121,14 @@ fn time_cycles(l: &Ledger, c: Cycle, keyed: bool, n: usize, tag: &str) -> f64 {
             }
             Cycle::EndWithRuns | Cycle::End => {
                 l.complete(&id, "done", &m(&k("d"))).unwrap();
+            }
+            Cycle::Create | Cycle::CreateChild => {
+                let req = CreateSession {
+                    parent_session_id: matches!(c, Cycle::CreateChild).then(|| id.clone()),
+                    idempotency_key: m(&k("n")).idempotency_key,
+                    ..CreateSession::titled("pg bench create")
+                };
+                l.create_session(req).unwrap();
             }
         }
         spent += t.elapsed().as_secs_f64();

@@ -221,18 +221,21 @@ impl Ledger {
         // The first checkpoint as the statement writes it (`Some(None)`:
         // it links references, which only the transaction writes).
         let first_one = first.as_ref().map(PreparedCheckpoint::as_one);
-        if req.idempotency_key.is_none()
-            && req.parent_session_id.is_none()
-            && !matches!(first_one, Some(None))
-            && self.store.writes_one_statement()
-        {
+        if !matches!(first_one, Some(None)) && self.store.writes_one_statement() {
             // One statement on a server (docs/postgres.md, "One round trip
-            // per write"); a lost reply is resolved by the new id.
+            // per write"); a lost reply is resolved by the new id. A key a
+            // create already used, or a parent that is not there, applies
+            // nothing: the transaction below replays or diagnoses.
             let id = super::write::new_session_id()?;
             let row = self.new_session_row(id.as_str(), now, &new);
             if let Some(s) = self
                 .store
-                .create_one(&row, new.created_detail, first_one.flatten().as_ref())
+                .create_one(
+                    &row,
+                    new.created_detail,
+                    new.idempotency,
+                    first_one.flatten().as_ref(),
+                )
                 .map_err(|e| self.fill_path(e))?
             {
                 return Ok(Written::applied(s));

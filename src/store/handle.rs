@@ -237,11 +237,12 @@ impl Store {
         }
     }
 
-    /// Inserts a new session with no parent and no idempotency key, its
-    /// `created` event and, with `first`, its first checkpoint, as one
-    /// statement where the backend can (see [`Store::write_one`]); `None`
-    /// when it did not (SQLite; the id is taken): the caller creates it
-    /// the usual way.
+    /// Inserts a new session `row` (with its parent, if any), its
+    /// `created` event with `idempotency`'s (key, request digest) if given
+    /// and, with `first`, its first checkpoint, as one statement where the
+    /// backend can (see [`Store::write_one`]); `None` when it did not
+    /// (SQLite; the id is taken; a create already used the key; the parent
+    /// is missing): the caller creates it the usual way.
     ///
     /// # Errors
     /// STORE_BUSY; STORE_UNAVAILABLE.
@@ -249,11 +250,12 @@ impl Store {
         &self,
         row: &super::SessionRow<'_>,
         created_detail: &str,
+        idempotency: Option<(&str, &str)>,
         first: Option<&super::OneCheckpoint<'_>>,
     ) -> Result<Option<crate::model::Session>> {
         match self {
             Store::Sqlite(_) => Ok(None),
-            Store::Postgres(p) => p.create_one(row, created_detail, first),
+            Store::Postgres(p) => p.create_one(row, created_detail, idempotency, first),
         }
     }
 

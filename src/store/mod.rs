@@ -63,7 +63,7 @@ pub use sqlite::store::SqliteStore;
 /// refinery's runner (which compiles a regex per process, about 1 ms of a
 /// CLI call); `latest_version_matches_the_embedded_migrations` pins it, and
 /// `postgres_migrations_end_at_the_shared_latest_version` the server's.
-pub const LATEST_VERSION: i64 = 11;
+pub const LATEST_VERSION: i64 = 12;
 
 use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, Usage};

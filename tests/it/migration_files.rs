@@ -9,7 +9,7 @@ use logbook::store::sqlite::migrate::{embedded, LATEST_VERSION};
 /// move to `migrations/sqlite/` recorded them in `refinery_schema_history`.
 /// A changed byte, name or version of any file changes its checksum, and
 /// every existing database would then be refused as divergent.
-const SQLITE_CHECKSUMS: [(i32, &str, u64); 11] = [
+const SQLITE_CHECKSUMS: [(i32, &str, u64); 12] = [
     (1, "core_ledger", 18_189_890_400_841_197_429),
     (2, "event_hash_chain", 9_781_989_799_670_822_668),
     (3, "runs_and_budgets", 8_709_129_878_422_253_659),
@@ -21,6 +21,7 @@ const SQLITE_CHECKSUMS: [(i32, &str, u64); 11] = [
     (9, "one_statement_writes", 3_723_166_860_194_244_637),
     (10, "event_hash_inline", 16_170_935_213_383_131_782),
     (11, "snapshot_payload", 9_262_577_090_167_197_769),
+    (12, "create_key_lock", 15_768_514_783_110_885_791),
 ];
 
 fn folder(name: &str) -> std::path::PathBuf {

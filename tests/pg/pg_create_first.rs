@@ -62,12 +62,13 @@ fn seen(lg: &Ledger, id: &str, state: bool) -> Value {
     serde_json::json!({"session": s, "events": events, "snapshot": snap, "verified": verified})
 }
 
-/// The same create with its first checkpoint through the statement (no
-/// key, on the server), through the pipeline on the server (a key sends
-/// it there) and on SQLite, at the same time: the same session, events
-/// and snapshot; what the statement returned is the session read back.
+/// The same create with its first checkpoint through the statement on the
+/// server, without a key and with one, and through the transaction on
+/// SQLite, at the same time: the same session, events and snapshot; what
+/// the statement returned is the session read back. With a reference, both
+/// server ledgers take the transaction.
 #[test]
-fn pg_a_create_with_its_first_checkpoint_leaves_the_pipelines_rows() {
+fn pg_a_create_with_its_first_checkpoint_leaves_the_rows_sqlite_leaves() {
     for (state, plan) in [(true, false), (false, false), (true, true)] {
         let (clock, _) = Clock::fixed(T0);
         let open = |path: &Path| {
@@ -77,12 +78,12 @@ fn pg_a_create_with_its_first_checkpoint_leaves_the_pipelines_rows() {
             })
             .unwrap()
         };
-        let (one, piped) = (TestEnv::new(), TestEnv::new());
+        let (one, keyed) = (TestEnv::new(), TestEnv::new());
         let dir = tempfile::tempdir().unwrap();
         let mut all = Vec::new();
         for (lg, key) in [
             (open(&one.db), None),
-            (open(&piped.db), Some("first")),
+            (open(&keyed.db), Some("first")),
             (open(&dir.path().join("l.db")), None),
         ] {
             let w = lg.create_session(create_first(state, plan, key)).unwrap();
@@ -102,7 +103,7 @@ fn pg_a_create_with_its_first_checkpoint_leaves_the_pipelines_rows() {
         assert_eq!(all[0]["verified"], 2);
         assert_eq!(
             all[0], all[1],
-            "statement vs pipeline (state {state}, plan {plan})"
+            "without a key vs with one (state {state}, plan {plan})"
         );
         assert_eq!(
             all[0], all[2],

@@ -1,5 +1,5 @@
 //! Writes as one statement on a server (docs/postgres.md, "One round trip
-//! per write"): a keyed mutation and a create without key or parent are
+//! per write"): a keyed mutation and a create are
 //! one round trip; they leave the rows the write pipeline leaves (the same
 //! session, the same events, hashes the library recomputes); whatever the
 //! statement cannot decide goes to the pipeline with the pipeline's codes;

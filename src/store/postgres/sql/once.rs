@@ -132,7 +132,10 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     let side = w.side.map(|s| side_sql(&mut p, &s));
     let lease = match (&side, w.side) {
         (Some(s), Some(OneSide::LeaseRelease { .. })) => s.rule.clone(),
-        _ => lease_rule(&mut p, w.lease_sha256, "$1"),
+        // Taking a lease over a dead one is a takeover, with the previous
+        // owner in its event: the pipeline's.
+        (_, Some(OneSide::LeaseTake { .. })) => lease_rule(&mut p, w.lease_sha256, "$1", true),
+        _ => lease_rule(&mut p, w.lease_sha256, "$1", false),
     };
     let mut sql = format!(
         "WITH u AS ({update} \
@@ -313,9 +316,11 @@ fn event_params(
 
 /// The lease rule of a one-statement write on session `session` (SQL):
 /// with a presented token's SHA-256, that lease, not expired at the write's
-/// time (`$2`); without one, no lease row at all (a dead lease is the
-/// pipeline's to judge).
-fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> String {
+/// time (`$2`); without one, no lease that has not expired at that time
+/// (an expired lease is dead, whoever owns it: docs/design.md, "Leases";
+/// one not expired whose owner's process is gone is the pipeline's to
+/// judge), or, `strict` (a lease taken), no lease row at all.
+fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str, strict: bool) -> String {
     match token_sha256 {
         Some(h) => {
             p.push((Box::new(h.to_owned()), Type::TEXT));
@@ -325,9 +330,13 @@ fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> Stri
                 p.len()
             )
         }
-        None => {
+        None if strict => {
             format!("NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session})")
         }
+        None => format!(
+            "NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session} \
+             AND l.expires_at_ms > $2)"
+        ),
     }
 }
 
@@ -498,7 +507,7 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
         Some(r) => format!(" AND rev = {}", next(&mut p, Box::new(r), Type::INT8)),
         None => String::new(),
     };
-    let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id");
+    let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id", false);
     let EventParams {
         timeout,
         key,

@@ -91,15 +91,19 @@ impl PgStore {
         )
     }
 
-    /// Inserts a new session with no parent and no key, its `created`
-    /// event and, with `first`, its first checkpoint, as one statement
+    /// Inserts a new session (`row`, with its parent if it has one), its
+    /// `created` event with `idempotency`'s key and request digest if
+    /// given, and, with `first`, its first checkpoint, as one statement
     /// ([`crate::store::postgres::sql::once::CREATE`], `CREATE_FIRST`): the session,
-    /// or `None` when it applied nothing (the id is taken, or the server
-    /// refused: the caller creates it the usual way). A reply lost on the
-    /// way back is resolved by the session's id: the statement runs again
-    /// with the same id on a new connection (its insert waits for the lost
-    /// attempt's, if that still runs) and reads the session back if the
-    /// lost attempt applied it.
+    /// or `None` when it applied nothing (the id is taken, a create already
+    /// used the key, or the server refused, e.g. a missing parent: the
+    /// caller creates it the usual way, which replays or diagnoses). A
+    /// reply lost on the way back is resolved by the session's id: the
+    /// statement runs again with the same id on a new connection (its
+    /// insert, or its key's lock, waits for the lost attempt's, if that
+    /// still runs) and reads the session back if the lost attempt applied
+    /// it; with a key that another create used meanwhile, the lost attempt
+    /// applied nothing (its id is not there) and the answer is `None`.
     ///
     /// # Errors
     /// STORE_BUSY; STORE_UNAVAILABLE with an unknown outcome
@@ -109,6 +113,7 @@ impl PgStore {
         &self,
         row: &SessionRow<'_>,
         detail: &str,
+        idempotency: Option<(&str, &str)>,
         first: Option<&OneCheckpoint<'_>>,
     ) -> Result<Option<Session>> {
         if self.read_only {
@@ -119,20 +124,21 @@ impl PgStore {
             row,
             detail,
             self.lock_timeout_ms(),
+            idempotency,
             first,
         );
         let mut lost = false;
         loop {
             match self.once(params.sql(), &params.params())? {
                 Once::Rows(rows) if !rows.is_empty() || !lost => return first_session(&rows),
-                // The id is there: the lost attempt inserted it.
+                // The id is there (the lost attempt inserted it), or, with a
+                // key, another create used the key.
                 Once::Rows(_) => {
-                    return self
-                        .read(|tx| tx.find_session(row.session_id))
-                        .map(|s| s.map(Some))?
-                        .ok_or_else(|| {
-                            Error::internal("a created session could not be read back")
-                        });
+                    let found = self.read(|tx| tx.find_session(row.session_id))?;
+                    if found.is_none() && idempotency.is_none() {
+                        return Err(Error::internal("a created session could not be read back"));
+                    }
+                    return Ok(found);
                 }
                 Once::Declined if !lost => return Ok(None),
                 Once::Declined | Once::Lost if Instant::now() >= deadline => {

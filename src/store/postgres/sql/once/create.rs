@@ -2,13 +2,19 @@
 //! write"): its data, tags and `created` event, and its first checkpoint.
 
 use super::super::Param;
+use crate::store::codec::key_sha256;
 use crate::store::{OneCheckpoint, SessionRow};
 use postgres::types::Type;
 
 /// The part of [`CREATE`] and [`CREATE_FIRST`] that inserts the session
 /// (`$rev`, `$checkpoint_seq` as given), its data and its tags. Its
 /// creation time is the write's, but never below the newest session's (as
-/// the pipeline's create). A taken id inserts nothing.
+/// the pipeline's create). A taken id inserts nothing; with a key ($18), a
+/// key some create already used inserts nothing (`logbook_create_key_free`,
+/// schema V12, takes the key's lock first, as the pipeline's create does,
+/// and looks it up with a snapshot taken after the lock). A parent ($17)
+/// is checked and held by the insert's trigger (`sessions_parent_exists`):
+/// a missing or purged parent fails the statement.
 macro_rules! create_session_rows {
     ($rev:literal, $checkpoint_seq:literal) => {
         concat!(
@@ -16,7 +22,7 @@ macro_rules! create_session_rows {
              stage, parent_session_id, tags, actor_type, actor_id, actor_authenticated, rev, \
              checkpoint_seq, final_result, end_reason, input_tokens, output_tokens, api_calls, \
              duration_ms, created_at_ms, updated_at_ms, ended_at_ms) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, 0, ",
+             SELECT $1, $2, $3, $4, $5, $6, $7, $17, $8, $9, NULL, 0, ",
             $rev,
             ", ",
             $checkpoint_seq,
@@ -25,6 +31,8 @@ macro_rules! create_session_rows {
              (SELECT max(created_at_ms) FROM sessions)) AS at) t \
              WHERE (SELECT set_config('lock_timeout', $16, true)) IS NOT NULL \
              AND NOT EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) \
+             AND CASE WHEN $18::text IS NULL THEN true \
+               ELSE logbook_create_key_free($18::text, $16::text) END \
              ON CONFLICT (session_id) DO NOTHING RETURNING *), \
              d AS (INSERT INTO session_data (insert_seq, session_id, goal, context, metadata) \
              SELECT s.insert_seq, s.session_id, $11, $12, $13 FROM s RETURNING *), \
@@ -63,17 +71,31 @@ macro_rules! created_session_select {
     };
 }
 
-/// A new session with no parent and no key, its data, tags and `created`
-/// event; no row when the id is taken. $1 id, $2 status, $3 title, $4 app,
-/// $5 agent, $6 route, $7 stage, $8 tags JSON, $9 actor type, $10 now,
-/// $11 goal, $12 context, $13 metadata, $14 tags, $15 the created event's
-/// detail, $16 the lock timeout (ms, as text).
+/// A create's idempotency key (`$18`, its SHA-256 hex; NULL: none) with
+/// `$19`, the request's digest, on the `created` event (`ev`'s row of seq
+/// 0) and rev 1, as the pipeline's create records it.
+macro_rules! created_key {
+    () => {
+        ", k AS (INSERT INTO idempotency_keys (key_sha256, session_id, event_id, \
+         request_digest, rev) SELECT $18, s.session_id, ev.event_id, $19, 1 FROM s, ev \
+         WHERE $18::text IS NOT NULL AND ev.seq = 0) "
+    };
+}
+
+/// A new session, its data, tags and `created` event; no row when the id
+/// is taken, or the key was used by a create. $1 id, $2 status, $3 title,
+/// $4 app, $5 agent, $6 route, $7 stage, $8 tags JSON, $9 actor type, $10
+/// now, $11 goal, $12 context, $13 metadata, $14 tags, $15 the created
+/// event's detail, $16 the lock timeout (ms, as text), $17 the parent or
+/// NULL, $18 the key's SHA-256 (hex) or NULL, $19 the request's digest or
+/// NULL.
 pub const CREATE: &str = concat!(
     create_session_rows!("1", "NULL"),
     "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
      run_id, prev_hash, hash) ",
     created_event!(),
-    " RETURNING event_id) ",
+    " RETURNING event_id, seq)",
+    created_key!(),
     created_session_select!(),
     "NULL::bigint, NULL::text, NULL::text, NULL::text[], NULL::text[] \
      FROM s JOIN d ON d.insert_seq = s.insert_seq JOIN ev ON true"
@@ -85,23 +107,24 @@ pub const CREATE: &str = concat!(
 /// time, linked to the first's hash) inserted in seq order by one INSERT
 /// (its trigger sees the first row when it checks the second), and the
 /// snapshot when there is a state (its trigger sees the checkpoint event,
-/// read first). $1–$16 as [`CREATE`]; $17 the checkpoint's note, $18 its
-/// data, $19 the snapshot's step, $20 its state (NULL: no snapshot), $21
-/// the state's size in bytes, $22 its payload or NULL.
+/// read first). $1–$19 as [`CREATE`]; $20 the checkpoint's note, $21 its
+/// data, $22 the snapshot's step, $23 its state (NULL: no snapshot), $24
+/// the state's size in bytes, $25 its payload or NULL.
 pub const CREATE_FIRST: &str = concat!(
     create_session_rows!("2", "1"),
     "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
      run_id, prev_hash, hash) SELECT * FROM (",
     created_event!(),
-    " UNION ALL SELECT h.session_id, 1, 'checkpoint', h.at, $9, $17, $18, NULL, h.h0, \
-     logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $17, $18, \
+    " UNION ALL SELECT h.session_id, 1, 'checkpoint', h.at, $9, $20, $21, NULL, h.h0, \
+     logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $20, $21, \
      NULL::text) FROM h) e \
      ORDER BY e.seq RETURNING event_id, seq), \
      sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms, \
-     payload) SELECT s.session_id, ev.seq, $19, s.stage, $20, $21, s.created_at_ms, $22 FROM s, ev \
-     WHERE ev.seq = 1 AND $20::text IS NOT NULL) ",
+     payload) SELECT s.session_id, ev.seq, $22, s.stage, $23, $24, s.created_at_ms, $25 FROM s, ev \
+     WHERE ev.seq = 1 AND $23::text IS NOT NULL)",
+    created_key!(),
     created_session_select!(),
-    "s.created_at_ms, ($18::json -> 'step')::text, $17::text, NULL::text[], NULL::text[] \
+    "s.created_at_ms, ($21::json -> 'step')::text, $20::text, NULL::text[], NULL::text[] \
      FROM s JOIN d ON d.insert_seq = s.insert_seq \
      JOIN (SELECT count(*) AS n FROM ev) e ON e.n = 2"
 );
@@ -125,10 +148,13 @@ pub struct CreateParams {
     tags: Vec<String>,
     detail: String,
     timeout: String,
+    parent: Option<String>,
+    key_sha256: Option<String>,
+    digest: Option<String>,
     first: Option<FirstParams>,
 }
 
-/// [`CREATE_FIRST`]'s $17–$22.
+/// [`CREATE_FIRST`]'s $20–$25.
 struct FirstParams {
     note: Option<String>,
     data: String,
@@ -139,12 +165,14 @@ struct FirstParams {
 }
 
 impl CreateParams {
-    /// The parameters for `r` (its `created_at_ms` is the write's time)
-    /// and its first checkpoint, if any.
+    /// The parameters for `r` (its `created_at_ms` is the write's time),
+    /// its idempotency key and request digest, if any, and its first
+    /// checkpoint, if any.
     pub fn new(
         r: &SessionRow<'_>,
         detail: &str,
         lock_timeout_ms: i64,
+        idempotency: Option<(&str, &str)>,
         first: Option<&OneCheckpoint<'_>>,
     ) -> Self {
         CreateParams {
@@ -165,6 +193,9 @@ impl CreateParams {
             tags: r.tags.to_vec(),
             detail: detail.to_owned(),
             timeout: lock_timeout_ms.to_string(),
+            parent: r.parent_session_id.map(str::to_owned),
+            key_sha256: idempotency.map(|(key, _)| key_sha256(key)),
+            digest: idempotency.map(|(_, digest)| digest.to_owned()),
             first: first.map(|f| FirstParams {
                 note: f.note.map(str::to_owned),
                 data: f.data.to_owned(),
@@ -207,6 +238,9 @@ impl CreateParams {
             (&self.tags, Type::TEXT_ARRAY),
             (&self.detail, Type::TEXT),
             (&self.timeout, Type::TEXT),
+            (&self.parent, Type::TEXT),
+            (&self.key_sha256, Type::TEXT),
+            (&self.digest, Type::TEXT),
         ];
         if let Some(f) = &self.first {
             p.extend([

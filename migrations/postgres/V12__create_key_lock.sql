@@ -1,0 +1,27 @@
+-- V12 (PostgreSQL): `logbook_create_key_free`, so that a create with an
+-- idempotency key can be one statement (docs/schema.md, "The create key on
+-- the server (V12)").
+--
+-- Two creates with one key must not both insert. The transaction takes the
+-- key's advisory lock (class 0x4C47424B, `LGBK`; key `hashtext` of the key's
+-- SHA-256 hex) and then looks the key up, in a statement whose snapshot is
+-- taken after the lock was granted. A single statement takes its snapshot
+-- when it begins, before it could wait for that lock, so it cannot look the
+-- key up itself: this VOLATILE function runs each of its queries with a
+-- snapshot of its own (READ COMMITTED), so the look-up after the lock sees a
+-- create that committed while the caller waited. It sets `lock_timeout`
+-- first (for the caller's transaction, as `SET LOCAL` would), so the wait is
+-- bounded by the caller's busy timeout. Built-in names are `pg_catalog`'s;
+-- the ledger's tables resolve by the caller's search_path, as the calling
+-- statement's do. Nothing changes on SQLite, whose single writer needs no
+-- lock; its V12 is empty.
+
+CREATE FUNCTION logbook_create_key_free(key_sha256 TEXT, lock_timeout_ms TEXT)
+RETURNS BOOLEAN LANGUAGE sql VOLATILE AS $$
+    SELECT pg_catalog.set_config('lock_timeout', lock_timeout_ms, true);
+    SELECT pg_catalog.pg_advisory_xact_lock(1279738443, pg_catalog.hashtext(key_sha256));
+    SELECT NOT EXISTS (
+        SELECT 1 FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id
+        WHERE k.key_sha256 OPERATOR(pg_catalog.=) logbook_create_key_free.key_sha256
+          AND e.seq OPERATOR(pg_catalog.=) 0);
+$$;
