@@ -125,7 +125,8 @@ fn time_cycles(l: &Ledger, c: Cycle, keyed: bool, n: usize, tag: &str) -> f64 {
             Cycle::Create | Cycle::CreateChild => {
                 let req = CreateSession {
                     parent_session_id: matches!(c, Cycle::CreateChild).then(|| id.clone()),
-                    idempotency_key: m(&k("n")).idempotency_key,
+                    idempotency_key: m(&k(if matches!(c, Cycle::Create) { "n" } else { "p" }))
+                        .idempotency_key,
                     ..CreateSession::titled("pg bench create")
                 };
                 l.create_session(req).unwrap();

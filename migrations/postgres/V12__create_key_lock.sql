@@ -17,11 +17,13 @@
 -- lock; its V12 is empty.
 
 CREATE FUNCTION logbook_create_key_free(key_sha256 TEXT, lock_timeout_ms TEXT)
-RETURNS BOOLEAN LANGUAGE sql VOLATILE AS $$
-    SELECT pg_catalog.set_config('lock_timeout', lock_timeout_ms, true);
-    SELECT pg_catalog.pg_advisory_xact_lock(1279738443, pg_catalog.hashtext(key_sha256));
-    SELECT NOT EXISTS (
+RETURNS BOOLEAN LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_ms, true);
+    PERFORM pg_catalog.pg_advisory_xact_lock(1279738443, pg_catalog.hashtext(key_sha256));
+    RETURN NOT EXISTS (
         SELECT 1 FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id
         WHERE k.key_sha256 OPERATOR(pg_catalog.=) logbook_create_key_free.key_sha256
           AND e.seq OPERATOR(pg_catalog.=) 0);
+END
 $$;
