@@ -21,9 +21,13 @@ RETURNS BOOLEAN LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     PERFORM pg_catalog.set_config('lock_timeout', lock_timeout_ms, true);
     PERFORM pg_catalog.pg_advisory_xact_lock(1279738443, pg_catalog.hashtext(key_sha256));
+    -- The key's rows by the primary key, each one's event by its id (a
+    -- subquery per row: a join would let a planner without fresh statistics
+    -- scan every `created` event instead).
     RETURN NOT EXISTS (
-        SELECT 1 FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id
+        SELECT 1 FROM idempotency_keys k
         WHERE k.key_sha256 OPERATOR(pg_catalog.=) logbook_create_key_free.key_sha256
-          AND e.seq OPERATOR(pg_catalog.=) 0);
+          AND (SELECT e.seq FROM events e WHERE e.event_id OPERATOR(pg_catalog.=) k.event_id)
+              OPERATOR(pg_catalog.=) 0);
 END
 $$;

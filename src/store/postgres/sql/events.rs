@@ -67,10 +67,14 @@ pub const SELECT_BY_KEY: &str = "SELECT k.request_digest, e.seq, k.rev, e.run_id
      FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
      WHERE k.key_sha256 = $1 AND k.session_id = $2";
 
-/// The session a create with this key produced.
+/// The session a create with this key produced. The key's rows are found
+/// by the primary key and each one's event by its id (a subquery per row,
+/// which the planner cannot turn into a join): a join lets a planner
+/// without fresh statistics scan every `created` event instead (≈ 30 ms a
+/// create on a bench's ledger).
 pub const SELECT_CREATED_BY_KEY: &str = "SELECT k.session_id, k.request_digest \
-     FROM idempotency_keys k JOIN events e ON e.event_id = k.event_id \
-     WHERE k.key_sha256 = $1 AND e.seq = 0 LIMIT 1";
+     FROM idempotency_keys k WHERE k.key_sha256 = $1 \
+     AND (SELECT e.seq FROM events e WHERE e.event_id = k.event_id) = 0 LIMIT 1";
 
 /// Serializes creates that carry the same idempotency key until COMMIT (a
 /// transaction-level advisory lock, which takes no transaction id): the
