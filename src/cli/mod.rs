@@ -68,7 +68,13 @@ pub struct GlobalArgs {
     /// How long a write waits for the database lock (on a server also: retries
     /// transient failures) before STORE_BUSY, in ms [env:
     /// LOGBOOK_BUSY_TIMEOUT_MS; default: 5000]
-    #[arg(long, global = true, value_name = "MS", value_parser = parse_timeout)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        value_parser = parse_timeout,
+        allow_negative_numbers = true
+    )]
     busy_timeout_ms: Option<u64>,
     /// Open the database read-only: never create, migrate or write it (works
     /// on a file you may only read, and on read-only storage, where a copied

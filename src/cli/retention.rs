@@ -18,6 +18,11 @@ use std::process::ExitCode;
 const DECLINED: u8 = 1;
 
 /// `logbook purge`
+fn parse_keep_last(s: &str) -> std::result::Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| "expected a number of sessions: an integer of 0 or more".to_owned())
+}
+
 #[derive(Debug, Args)]
 pub struct PurgeArgs {
     /// Only sessions that ended before TIME (RFC 3339 with an offset, or
@@ -32,7 +37,7 @@ pub struct PurgeArgs {
     #[arg(long = "status", value_name = "STATUS", value_parser = super::session::parse_status)]
     statuses: Vec<SessionStatus>,
     /// Keep the newest N ended sessions of each app (by end time)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_keep_last, allow_negative_numbers = true)]
     keep_last: Option<u64>,
     /// Only this session (repeatable)
     #[arg(long = "session", value_name = "ID")]

@@ -172,7 +172,7 @@ pub struct IdArg {
 #[derive(Debug, Args)]
 pub struct MutationArgs {
     /// Apply only if the session is still at this revision (else SESSION_CONFLICT, exit 4)
-    #[arg(long, value_name = "N", value_parser = parse_rev)]
+    #[arg(long, value_name = "N", value_parser = parse_rev, allow_negative_numbers = true)]
     if_rev: Option<i64>,
     /// A retry with the same key applies nothing again, returns the session as it is now, and
     /// says it was a replay ("replayed":{"rev","seq"} of the first attempt in the envelope)
@@ -379,11 +379,11 @@ pub struct ReasonArgs {
 pub struct EventsArgs {
     /// Session id
     id: String,
-    /// Only events with seq greater than N
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    /// Only events with seq greater than N (-1 or more)
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     after_seq: Option<i64>,
     /// Page size, 1–1000 [default: 20]
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     limit: Option<i64>,
 }
 

@@ -15,8 +15,13 @@ pub struct SqlArgs {
     #[arg(long)]
     csv: bool,
     /// Interrupt the statement after this many ms [default: 30000]
-    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", value_parser = parse_timeout_ms, allow_negative_numbers = true)]
     timeout_ms: Option<u64>,
+}
+
+fn parse_timeout_ms(s: &str) -> std::result::Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| "expected an integer number of ms from 1 to 3600000".to_owned())
 }
 
 fn cell(v: &serde_json::Value) -> String {

@@ -136,7 +136,7 @@ pub struct LockArgs {
     /// Session id
     id: String,
     /// Time to live in ms, 1–604800000 [default: 300000]
-    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    #[arg(long, value_name = "N", value_parser = parse_positive, allow_negative_numbers = true)]
     ttl_ms: Option<i64>,
     /// The process whose life keeps the lease [default: the parent of this command]
     #[arg(long, value_name = "PID", value_parser = parse_pid)]

@@ -8,7 +8,7 @@ use super::request::{
     check_json, digest, key_digest, opt_name, parse_session_id, redacted_json_text, validate_key,
     Mutation, VerbDigest,
 };
-use super::write::{key_reused, read_back, OneEvent, Op, CREATED_REPLAY};
+use super::write::{create_key_reused, read_back, OneEvent, Op, CREATED_REPLAY};
 use super::written::{Replayed, Written};
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -245,7 +245,7 @@ impl Ledger {
             if let (Some(key), Some(dg)) = (&req.idempotency_key, &dg) {
                 if let Some((sid, stored)) = tx.find_created_by_key(key)? {
                     if &stored != dg {
-                        return Err(key_reused());
+                        return Err(create_key_reused(&sid));
                     }
                     // What the first attempt left: rev 1 and its `created`
                     // event, or rev 2 and its first checkpoint's.

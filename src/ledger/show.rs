@@ -199,7 +199,10 @@ impl Ledger {
         let limit = check_limit(limit, LIST_LIMIT_MAX)?;
         let after = after_seq.unwrap_or(-1);
         if after < -1 {
-            return Err(Error::invalid("after_seq", "must be 0 or more"));
+            return Err(Error::invalid(
+                "after_seq",
+                "must be -1 or more (-1, the default, starts at the first event)",
+            ));
         }
         self.read(|tx| {
             if !tx.session_exists(id)? {

@@ -375,10 +375,7 @@ impl Ledger {
             if let (Some(key), Some(dg)) = (&m.idempotency_key, &dg) {
                 if let Some((sid, stored)) = tx.find_created_by_key(key)? {
                     if &stored != dg {
-                        return Err(Error::invalid(
-                            "idempotency_key",
-                            "was already used with different arguments",
-                        ));
+                        return Err(super::write::create_key_reused(&sid));
                     }
                     return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }

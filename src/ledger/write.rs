@@ -525,6 +525,15 @@ pub(super) fn key_reused() -> Error {
     )
 }
 
+/// A create's (or fork's) idempotency key that created `session` from
+/// other arguments (a create's key is the ledger's, not one session's).
+pub(super) fn create_key_reused(session: &str) -> Error {
+    Error::invalid(
+        "idempotency_key",
+        format!("was already used to create {session} with different arguments"),
+    )
+}
+
 /// A fresh random session id (8 bytes from the OS).
 ///
 /// # Errors

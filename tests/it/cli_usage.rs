@@ -500,3 +500,69 @@ fn c21_closed_pipe_on_a_large_show_is_not_a_panic() {
         );
     }
 }
+
+/// A negative number given as a flag's value without `=` is that flag's
+/// value, refused by the flag's own rule and message (never clap's
+/// "unexpected argument" without the flag's name, never Rust's "invalid
+/// digit found in string"); nothing is written.
+#[test]
+fn negative_numbers_are_refused_by_their_flags_rule() {
+    let env = TestEnv::new();
+    let id = env.create("t");
+    for (args, says) in [
+        (
+            vec![
+                "session",
+                "checkpoint",
+                &id,
+                "--step",
+                "s",
+                "--if-rev",
+                "-1",
+            ],
+            "revision: an integer of 1 or more",
+        ),
+        (vec!["session", "lock", &id, "--ttl-ms", "-1"], "1"),
+        (
+            vec!["purge", "--keep-last", "-1", "--dry-run"],
+            "an integer of 0 or more",
+        ),
+        (
+            vec!["purge", "--keep-last=-1", "--dry-run"],
+            "an integer of 0 or more",
+        ),
+        (
+            vec!["--busy-timeout-ms", "-3", "session", "list"],
+            "from 0 to 3600000",
+        ),
+        (
+            vec!["sql", "SELECT 1", "--timeout-ms", "-1"],
+            "from 1 to 3600000",
+        ),
+        (vec!["session", "events", &id, "--limit", "-1"], "1"),
+    ] {
+        let err = refused(&env, &id, &args, "INVALID_ARGUMENT", 2);
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains(says), "{args:?}: {message}");
+        assert!(
+            !message.contains("unexpected argument"),
+            "{args:?}: {message}"
+        );
+        assert!(!message.contains("invalid digit"), "{args:?}: {message}");
+    }
+    let err = refused(
+        &env,
+        &id,
+        &["session", "events", &id, "--after-seq", "-2"],
+        "INVALID_ARGUMENT",
+        2,
+    );
+    assert_eq!(
+        err["details"]["reason"],
+        "must be -1 or more (-1, the default, starts at the first event)"
+    );
+    let all = env
+        .json(&["session", "events", &id, "--after-seq", "-1"])
+        .data();
+    assert_eq!(all["events"][0]["seq"], 0);
+}

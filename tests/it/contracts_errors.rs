@@ -72,7 +72,7 @@ fn samples() -> Vec<(&'static str, Error)> {
             "RunInvalidTransition",
             Error::RunInvalidTransition {
                 id: run.into(),
-                from: "succeeded".into(),
+                from: "completed".into(),
                 verb: "fail".into(),
             },
         ),

@@ -319,6 +319,38 @@ fn pg_a_schema_holding_another_applications_tables_is_refused_untouched() {
     assert_refused(&mut c, ErrorCode::StoreCorrupt);
 }
 
+/// A function of a name a migration creates, which is not logbook's (here
+/// V12's `logbook_create_key_free`): STORE_CORRUPT naming it, nothing
+/// created; once it is gone the ledger is made (found by an attack: the
+/// migration's error was INTERNAL).
+#[test]
+fn pg_a_schema_holding_a_function_of_logbooks_name_is_refused_untouched() {
+    let Some(db) = pg_test_db() else { return };
+    let mut c = db.connect();
+    c.batch_execute(
+        "CREATE FUNCTION logbook_create_key_free(a text, b text) RETURNS boolean \
+         LANGUAGE sql AS 'SELECT true'",
+    )
+    .unwrap();
+    let msg = assert_refused(&mut c, ErrorCode::StoreCorrupt);
+    assert!(
+        msg.contains("logbook_create_key_free") && msg.contains("not logbook's"),
+        "{msg}"
+    );
+    let tables: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace(current_schema()) \
+             AND relname NOT LIKE 'refinery_schema_history%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "nothing of the ledger was left");
+    c.batch_execute("DROP FUNCTION logbook_create_key_free(text, text)")
+        .unwrap();
+    migrate(&mut c).unwrap();
+}
+
 #[test]
 fn pg_a_search_path_without_a_schema_is_store_io() {
     let Some(db) = pg_test_db() else { return };

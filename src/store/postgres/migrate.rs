@@ -393,11 +393,40 @@ fn from_refinery(e: &refinery::Error, place: &str) -> Error {
             ),
         },
         Kind::Connection(what, source) => match source.downcast_ref::<::postgres::Error>() {
-            Some(pg) => from_pg(pg, what),
+            Some(pg) => match pg.as_db_error() {
+                // A migration's CREATE met an object of that name (a
+                // function, type or table logbook's probe does not
+                // recognize): the schema is not logbook's to change, and
+                // the grouped migration rolled back whole.
+                Some(d) if is_duplicate_object(d.code()) => Error::Corrupt {
+                    path: place.to_owned(),
+                    reason: format!(
+                        "the schema holds an object of a name logbook creates, which is not \
+                         logbook's ({}; SQLSTATE {}); nothing was changed: move it, or give \
+                         logbook a schema of its own",
+                        d.message(),
+                        d.code().code()
+                    ),
+                },
+                _ => from_pg(pg, what),
+            },
             None => Error::internal(format!("migrating {place}: {what}")),
         },
         other => Error::internal(format!("migrating {place}: {other}")),
     }
+}
+
+/// Whether `code` says a CREATE met an object of the same name: a table or
+/// view (42P07), function (42723), schema (42P06) or other object (42710).
+fn is_duplicate_object(code: &::postgres::error::SqlState) -> bool {
+    use ::postgres::error::SqlState;
+    [
+        SqlState::DUPLICATE_TABLE,
+        SqlState::DUPLICATE_FUNCTION,
+        SqlState::DUPLICATE_SCHEMA,
+        SqlState::DUPLICATE_OBJECT,
+    ]
+    .contains(code)
 }
 
 /// A driver error met while migrating, classified by SQLSTATE (never by

@@ -37,6 +37,11 @@ fn to_json(v: ValueRef<'_>) -> Value {
 pub fn reason(e: &rusqlite::Error) -> String {
     match e {
         rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at byte {offset})"),
+        // The connection attaches nothing (its limit is 0), so SQLite's
+        // words for an ATTACH are "too many attached databases - max 0".
+        e if e.to_string().starts_with("too many attached databases") => {
+            "must not ATTACH a database: logbook sql reads this ledger only".to_owned()
+        }
         e => e.to_string(),
     }
 }

@@ -149,6 +149,7 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
         ));
     }
     if let Some(u) = &w.add_usage {
+        let mut added = Vec::new();
         for (col, v) in [
             ("input_tokens", u.input_tokens),
             ("output_tokens", u.output_tokens),
@@ -157,8 +158,12 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
         ] {
             let v = next(&mut p, Box::new(v), Type::INT8);
             sql.push_str(&format!(" AND {col} + {v} <= {COUNT_MAX}"));
+            added.push(v);
         }
-        sql.push_str(" AND NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1)");
+        sql.push_str(&format!(
+            " AND {}",
+            within_budget("$1", [&added[0], &added[1], &added[2], &added[3]])
+        ));
     }
     if w.no_pending_gate {
         sql.push_str(
@@ -340,6 +345,28 @@ fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str, strict:
     }
 }
 
+/// The budget rule of a write that adds usage to session `session` (SQL):
+/// the amounts `added` (input tokens, output tokens, API calls, duration)
+/// cross no limit of its budget, if it has one. A budget already marked
+/// exceeded is crossed once only (docs/design.md, "Budgets"); otherwise the
+/// new sums less the budget's base must stay within every limit it sets
+/// (`ledger::budgets`' rule: a limit is crossed when usage is strictly
+/// over it). A crossing marks the budget and applies its policy: the
+/// pipeline's.
+fn within_budget(session: &str, added: [&str; 4]) -> String {
+    let [i, o, a, d] = added;
+    format!(
+        "NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = {session} \
+         AND b.exceeded_at_ms IS NULL \
+         AND ((b.max_tokens IS NOT NULL AND sessions.input_tokens + sessions.output_tokens \
+               + {i} + {o} - b.base_tokens > b.max_tokens) \
+           OR (b.max_api_calls IS NOT NULL \
+               AND sessions.api_calls + {a} - b.base_api_calls > b.max_api_calls) \
+           OR (b.max_duration_ms IS NOT NULL \
+               AND sessions.duration_ms + {d} - b.base_duration_ms > b.max_duration_ms)))"
+    )
+}
+
 /// The largest run or session total: 2^53 − 1 (the library's `add_total`).
 const COUNT_MAX: &str = "9007199254740991";
 
@@ -428,9 +455,8 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
                     session_rules = format!(
                         " AND input_tokens + {i} <= {COUNT_MAX} \
                          AND output_tokens + {o} <= {COUNT_MAX} \
-                         AND api_calls + {a} <= {COUNT_MAX} \
-                         AND NOT EXISTS (SELECT 1 FROM session_budgets b \
-                           WHERE b.session_id = sessions.session_id)"
+                         AND api_calls + {a} <= {COUNT_MAX} AND {}",
+                        within_budget("sessions.session_id", [&i, &o, &a, "0"])
                     );
                     (
                         format!(
