@@ -118,6 +118,17 @@ fn sql_refuses_every_write_and_changes_nothing() {
     }
     if !on_pg() {
         assert!(!env.path().parent().unwrap().join("other.db").exists());
+        // SQLite's own words for it ("too many attached databases - max 0")
+        // say nothing of why.
+        let e = assert_error(
+            &env.json(&["sql", "ATTACH 'other.db' AS o"]),
+            "INVALID_ARGUMENT",
+            2,
+        );
+        assert_eq!(
+            e["details"]["reason"],
+            "must not ATTACH a database: logbook sql reads this ledger only"
+        );
     }
     assert_eq!(stored(&env), before);
     assert_eq!(env.show(&s), show);

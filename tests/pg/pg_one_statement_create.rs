@@ -262,7 +262,8 @@ fn pg_creates_racing_with_one_key_make_one_session() {
 fn pg_a_create_the_statement_cannot_take_gets_the_pipelines_answer() {
     let env = TestEnv::new();
     let lg = env.ledger();
-    lg.create_session(keyed_create("used", None, false))
+    let used = lg
+        .create_session(keyed_create("used", None, false))
         .unwrap();
     let before = env.scalar("SELECT count(*) FROM sessions");
     let e = lg
@@ -273,6 +274,14 @@ fn pg_a_create_the_statement_cannot_take_gets_the_pipelines_answer() {
         .unwrap_err();
     assert_eq!(e.code().as_str(), "INVALID_ARGUMENT", "{e}");
     assert_eq!(e.details()["field"], "idempotency_key", "{e}");
+    assert_eq!(
+        e.details()["reason"],
+        format!(
+            "was already used to create {} with different arguments",
+            used.session_id
+        ),
+        "{e}"
+    );
     let missing = "ses_00000000000000aa";
     for key in [None, Some("orphan")] {
         let e = lg
