@@ -16,6 +16,7 @@ mod gates;
 mod guards;
 mod import;
 mod leases;
+mod new_session;
 mod purge;
 mod query;
 mod request;

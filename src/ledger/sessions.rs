@@ -4,11 +4,12 @@
 //! its UPDATE's change and its event. Rule: docs/design.md, "Storage", "Model" and "CLI".
 
 use super::checkpoint::{CheckpointRequest, PreparedCheckpoint};
+use super::new_session::{create_key_reused, CREATED_REPLAY};
 use super::request::{
     check_json, digest, key_digest, opt_name, parse_session_id, redacted_json_text, validate_key,
     Mutation, VerbDigest,
 };
-use super::write::{create_key_reused, read_back, OneEvent, Op, CREATED_REPLAY};
+use super::write::{read_back, OneEvent, Op};
 use super::written::{Replayed, Written};
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -203,7 +204,7 @@ impl Ledger {
             None => None,
         };
         let now = self.now_ms();
-        let new = super::write::NewSession {
+        let new = super::new_session::NewSession {
             status,
             title: &title,
             app: app.as_deref(),
@@ -226,7 +227,7 @@ impl Ledger {
             // per write"); a lost reply is resolved by the new id. A key a
             // create already used, or a parent that is not there, applies
             // nothing: the transaction below replays or diagnoses.
-            let id = super::write::new_session_id()?;
+            let id = super::new_session::new_session_id()?;
             let row = self.new_session_row(id.as_str(), now, &new);
             if let Some(s) = self
                 .store

@@ -12,10 +12,11 @@
 //! child session (parent = the source) whose context and stage come from
 //! the snapshot (event `forked` on both).
 
+use super::new_session::{NewSession, CREATED_REPLAY};
 use super::request::{
     key_digest, parse_session_id, redacted_json_text, validate_key, Mutation, VerbDigest,
 };
-use super::write::{diagnose, read_back, NewSession, Op, CREATED_REPLAY};
+use super::write::{diagnose, read_back, Op};
 use super::written::Written;
 use super::Ledger;
 use crate::error::{Error, Result};
@@ -375,7 +376,7 @@ impl Ledger {
             if let (Some(key), Some(dg)) = (&m.idempotency_key, &dg) {
                 if let Some((sid, stored)) = tx.find_created_by_key(key)? {
                     if &stored != dg {
-                        return Err(super::write::create_key_reused(&sid));
+                        return Err(super::new_session::create_key_reused(&sid));
                     }
                     return read_back(tx, &sid).map(|s| Written::replay(s, CREATED_REPLAY));
                 }
