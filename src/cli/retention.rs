@@ -17,12 +17,12 @@ use std::process::ExitCode;
 /// `nothing purged` on stderr.
 const DECLINED: u8 = 1;
 
-/// `logbook purge`
 fn parse_keep_last(s: &str) -> std::result::Result<u64, String> {
     s.parse::<u64>()
         .map_err(|_| "expected a number of sessions: an integer of 0 or more".to_owned())
 }
 
+/// `logbook purge`
 #[derive(Debug, Args)]
 pub struct PurgeArgs {
     /// Only sessions that ended before TIME (RFC 3339 with an offset, or
