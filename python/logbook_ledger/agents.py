@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import uuid
 from typing import Any, Optional
 
 from . import Ledger, SessionConflict
@@ -52,10 +53,20 @@ class LogbookSession:
         self.session_settings = session_settings
         self.ledger = ledger if ledger is not None else Ledger(db)
         self._own_ledger = ledger is None
+        # On a server, a write with an idempotency key is one statement (one
+        # round trip, docs/postgres.md, "One round trip per write"), and a
+        # reply lost on the way back is resolved by the key; each write gets
+        # a key of its own. On SQLite a key is one more row and buys nothing.
+        self._keyed = self.ledger.path.startswith(("postgres://", "postgresql://"))
         self._sid: Optional[str] = None
         self._lock = threading.Lock()
 
     # -- the logbook session ---------------------------------------------------
+
+    def _key(self) -> Optional[str]:
+        """A new idempotency key for one write, on a server only. Never
+        derived from the items: the same items added twice are two writes."""
+        return "ag-" + uuid.uuid4().hex if self._keyed else None
 
     def _find(self) -> Optional[str]:
         with self._lock:
@@ -120,7 +131,9 @@ class LogbookSession:
         if not items:
             return
         sid = self._session()
-        self.ledger.append_event(sid, type=ITEMS_EVENT, data={"items": list(items)})
+        self.ledger.append_event(
+            sid, type=ITEMS_EVENT, data={"items": list(items)}, idempotency_key=self._key()
+        )
 
     def pop_item_sync(self) -> Optional[Any]:
         """Records the newest item's removal (``x.agents.pop``) and returns it;
@@ -136,7 +149,11 @@ class LogbookSession:
             seq, index, item = items[-1]
             try:
                 self.ledger.append_event(
-                    sid, type=POP_EVENT, data={"seq": seq, "index": index}, if_rev=rev
+                    sid,
+                    type=POP_EVENT,
+                    data={"seq": seq, "index": index},
+                    if_rev=rev,
+                    idempotency_key=self._key(),
                 )
                 return item
             except SessionConflict:
@@ -146,7 +163,7 @@ class LogbookSession:
         """Records that the history was cleared (``x.agents.clear``)."""
         sid = self._find()
         if sid is not None:
-            self.ledger.append_event(sid, type=CLEAR_EVENT)
+            self.ledger.append_event(sid, type=CLEAR_EVENT, idempotency_key=self._key())
 
     # -- the Session protocol --------------------------------------------------
 
