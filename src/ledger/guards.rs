@@ -27,12 +27,21 @@ pub(super) fn token_sha256(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// The reason a lease past its expiry is dead ([`dead_reason`]); the
+/// one-statement takeover writes the same word (docs/postgres.md, "One
+/// round trip per write").
+pub(super) const EXPIRED: &str = "expired";
+
+/// The reason a lease whose owner's process (on this host) is gone is dead
+/// before its expiry ([`dead_reason`]).
+pub(super) const OWNER_GONE: &str = "owner_gone";
+
 /// Why a lease no longer blocks others: `None` while it is live.
 pub(super) fn dead_reason(l: &LeaseRow, now: i64, host: &str) -> Option<&'static str> {
     if l.expires_at_ms <= now {
-        Some("expired")
+        Some(EXPIRED)
     } else if l.hostname == host && !super::leases::pid_alive(l.pid) {
-        Some("owner_gone")
+        Some(OWNER_GONE)
     } else {
         None
     }

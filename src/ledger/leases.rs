@@ -19,7 +19,7 @@
 //!   Amber's lock "prevents concurrent modifications" — and applies
 //!   when there is no lease or only a dead one.
 
-use super::guards::{dead_reason, held, token_sha256};
+use super::guards::{dead_reason, held, token_sha256, EXPIRED, OWNER_GONE};
 use super::request::{key_digest, parse_session_id, validate_key, Mutation, VerbDigest};
 use super::write::{one_or, read_back, OneEvent, Op, Write};
 use super::written::Written;
@@ -239,8 +239,9 @@ impl Ledger {
                 &mut |_, _| Err(refused()),
             )
         };
-        // On a server, a free lease or the caller's own live one: one
-        // statement (docs/postgres.md, "One round trip per write"). It
+        // On a server, a free lease (none, or an expired one, taken over)
+        // or the caller's own live one: one statement (docs/postgres.md,
+        // "One round trip per write"). It
         // takes no key: the token, new or presented, with the lease's time
         // and expiry, tells whether a statement whose reply was lost was
         // applied.
@@ -278,8 +279,9 @@ impl Ledger {
         if m.if_rev.is_some() {
             return pipeline(None).map(Written::into_inner);
         }
-        let outcome = match self.send_one(op, &one, now, None)? {
-            OneOutcome::Applied(s) => {
+        let outcome = match self.send_one_with(op, &one, now, None, |w| self.store.lease_one(w))? {
+            OneOutcome::Applied(taken) => {
+                let (session, previous) = *taken;
                 return Ok(Lease {
                     token: sent.token.clone(),
                     session_id: id.to_owned(),
@@ -288,9 +290,14 @@ impl Ledger {
                     acquired_at_ms: now,
                     expires_at_ms: sent.expires_at_ms,
                     renewed,
-                    taken_over_from: None,
-                    session: *s,
-                })
+                    taken_over_from: previous.map(|l| PreviousOwner {
+                        pid: l.pid,
+                        hostname: l.hostname,
+                        expires_at_ms: l.expires_at_ms,
+                        reason: EXPIRED,
+                    }),
+                    session,
+                });
             }
             OneOutcome::NotApplied => return pipeline(None).map(Written::into_inner),
             OneOutcome::Unknown => OneOutcome::Unknown,
@@ -407,7 +414,7 @@ fn take(
                 acquired_at_ms: sent.now,
                 expires_at_ms: sent.expires_at_ms,
                 renewed: m.lease.is_some(),
-                taken_over_from: None,
+                taken_over_from: taken_over_by(w.tx(), id, l.acquired_seq)?,
                 session: w.session()?,
             });
         }
@@ -484,6 +491,53 @@ fn take(
         taken_over_from: previous,
         session: w.session()?,
     })
+}
+
+/// The owner a lease's event (`lease_taken_over` at `seq`) names as the
+/// one it took over, for a statement whose reply was lost; `None` for a
+/// lease acquired or renewed.
+///
+/// # Errors
+/// STORE_CORRUPT when the event's data is not the lease's.
+fn taken_over_by(tx: &mut dyn Tx, id: &str, seq: i64) -> Result<Option<PreviousOwner>> {
+    #[derive(serde::Deserialize)]
+    struct Data {
+        previous: Option<Previous>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Previous {
+        pid: i64,
+        hostname: String,
+        expires_at_ms: i64,
+        reason: String,
+    }
+    let Some(e) = tx.select_events(id, seq - 1, 1)?.into_iter().next() else {
+        return Ok(None);
+    };
+    if e.seq != seq || e.event_type != EventType::LeaseTakenOver.as_str() {
+        return Ok(None);
+    }
+    let data = e.data.as_deref().map(|d| d.get()).unwrap_or("{}");
+    let corrupt = |why: String| Error::Corrupt {
+        path: String::new(),
+        reason: format!("the lease_taken_over event at seq {seq} of session {id}: {why}"),
+    };
+    let d: Data = serde_json::from_str(data).map_err(|e| corrupt(e.to_string()))?;
+    d.previous
+        .map(|p| {
+            let reason = match p.reason.as_str() {
+                EXPIRED => EXPIRED,
+                OWNER_GONE => OWNER_GONE,
+                other => return Err(corrupt(format!("reason {other:?} is none logbook writes"))),
+            };
+            Ok(PreviousOwner {
+                pid: p.pid,
+                hostname: p.hostname,
+                expires_at_ms: p.expires_at_ms,
+                reason,
+            })
+        })
+        .transpose()
 }
 
 /// The body of `unlock`: the live-touch UPDATE, the lease event, the row

@@ -426,6 +426,19 @@ impl Ledger {
         now_ms: i64,
         idempotency: Option<(&str, &str)>,
     ) -> Result<OneOutcome> {
+        self.send_one_with(op, one, now_ms, idempotency, |w| self.store.write_one(w))
+    }
+
+    /// [`Ledger::send_one`] with the store's call `send` (e.g.
+    /// [`crate::store::Store::lease_one`]).
+    pub(super) fn send_one_with<T>(
+        &self,
+        op: Op<'_>,
+        one: &OneEvent<'_>,
+        now_ms: i64,
+        idempotency: Option<(&str, &str)>,
+        send: impl FnOnce(&OneWrite<'_>) -> Result<OneOutcome<T>>,
+    ) -> Result<OneOutcome<T>> {
         if !self.store.writes_one_statement() {
             return Ok(OneOutcome::NotApplied);
         }
@@ -458,7 +471,7 @@ impl Ledger {
             follow: one.follow,
             side: one.side,
         };
-        self.store.write_one(&w).map_err(|e| self.fill_path(e))
+        send(&w).map_err(|e| self.fill_path(e))
     }
 }
 

@@ -221,6 +221,23 @@ impl Store {
         }
     }
 
+    /// Applies `lock`'s `w` as one statement where the backend can, as
+    /// [`Store::write_one`]: the session as it now stands and the expired
+    /// lease it took over, if it took one over
+    /// ([`super::OneSide::LeaseTake`]).
+    ///
+    /// # Errors
+    /// STORE_BUSY (the session's row stayed locked for the busy timeout).
+    pub fn lease_one(
+        &self,
+        w: &super::OneWrite<'_>,
+    ) -> Result<super::OneOutcome<(crate::model::Session, Option<super::LeaseTakenOver>)>> {
+        match self {
+            Store::Sqlite(_) => Ok(super::OneOutcome::NotApplied),
+            Store::Postgres(p) => p.lease_one(w),
+        }
+    }
+
     /// Applies a run verb as one statement where the backend can, as
     /// [`Store::write_one`] (the statement's rules: [`super::OneRunWrite`]),
     /// returning the run as it now stands.

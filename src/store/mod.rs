@@ -37,8 +37,8 @@ pub mod sqlite;
 pub mod writes;
 
 pub use writes::{
-    BudgetLimits, OneCheckpoint, OneOutcome, OneRunChange, OneRunWrite, OneRunsEnd, OneSide,
-    OneSnapshot, OneWrite, RunChange, SessionChange, SessionGuard, SessionRow,
+    BudgetLimits, LeaseTakenOver, OneCheckpoint, OneOutcome, OneRunChange, OneRunWrite, OneRunsEnd,
+    OneSide, OneSnapshot, OneWrite, RunChange, SessionChange, SessionGuard, SessionRow,
 };
 
 pub use handle::{OpenOptions, Store};

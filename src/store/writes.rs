@@ -140,10 +140,14 @@ pub enum OneSide<'a> {
         /// A rejection's `failed` or `cancelled`.
         outcome: Option<&'a str>,
     },
-    /// `lock` taking a free lease (no lease row; `OneWrite::lease_sha256`
-    /// `None`) or renewing the caller's live one (`lease_sha256` its
-    /// token's): the row with this token, owner and expiry, acquired by
-    /// the event.
+    /// `lock` taking a free lease (`OneWrite::lease_sha256` `None`) or
+    /// renewing the caller's live one (`lease_sha256` its token's): the
+    /// row with this token, owner and expiry, acquired by the event. A
+    /// free lease is no lease row, or one expired at the write's time,
+    /// which is taken over (docs/design.md, "Leases"): the event is then
+    /// `lease_taken_over` with the previous owner in its data (`previous`,
+    /// reason `expired`), built by the statement, which returns that owner
+    /// ([`super::Store::lease_one`]).
     LeaseTake {
         /// SHA-256 (hex) of the token.
         token_sha256: &'a str,
@@ -180,6 +184,18 @@ pub enum OneSide<'a> {
         /// The limits and policy.
         limits: BudgetLimits,
     },
+}
+
+/// A lease as a one-statement `lock` found it and took it over
+/// ([`super::Store::lease_one`]): its owner and expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseTakenOver {
+    /// The previous owner's pid.
+    pub pid: i64,
+    /// The previous owner's host.
+    pub hostname: String,
+    /// When the previous lease expired, ms since the epoch.
+    pub expires_at_ms: i64,
 }
 
 /// What a one-statement write came to ([`super::Store::write_one`],

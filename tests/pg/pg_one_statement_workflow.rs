@@ -1,10 +1,11 @@
 //! Gate, lease and budget verbs as one statement on a server
 //! (docs/postgres.md, "One round trip per write"): keyed `gate` open,
 //! approve and reject, a new budget within its limits, `lock` (taking a
-//! free lease or renewing one's own, no key: the token tells a lost reply)
-//! and keyed `unlock` are one round trip each; they leave the rows, events
-//! and hashes the pipeline leaves on the server and on SQLite; what the
-//! statement cannot decide gets the pipeline's answer.
+//! free lease, taking an expired one over or renewing one's own, no key:
+//! the token tells a lost reply) and keyed `unlock` are one round trip
+//! each; they leave the rows, events and hashes the pipeline leaves on the
+//! server and on SQLite; what the statement cannot decide gets the
+//! pipeline's answer.
 
 use crate::common::*;
 use crate::pg_one_statement::{

@@ -71,12 +71,12 @@ macro_rules! session_columns {
     };
 }
 
-/// The whole session (the columns of `sessions::session_select`, in its
-/// order) from `p`, the UPDATE's RETURNING: its data, its checkpoint's
-/// event (this statement's own, `ev`, or an older one) and its references.
-const SELECT_AFTER_UPDATE: &str = concat!(
-    session_columns!("c"),
-    "     FROM p LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
+/// What follows [`SELECT_AFTER_UPDATE`]'s select list: the session's data,
+/// its checkpoint's event (this statement's own, `ev`, or an older one)
+/// and its references.
+macro_rules! after_update_from {
+    () => {
+        "     FROM p LEFT JOIN session_data d ON d.insert_seq = p.insert_seq \
      LEFT JOIN LATERAL (SELECT ev.at_ms, ev.data, ev.detail FROM ev WHERE ev.seq = p.checkpoint_seq \
        UNION ALL SELECT o.at_ms, o.data, o.detail FROM events o \
        WHERE o.session_id = p.session_id AND o.seq = p.checkpoint_seq LIMIT 1) c ON true \
@@ -84,6 +84,25 @@ const SELECT_AFTER_UPDATE: &str = concat!(
        array_agg(x.kind ORDER BY x.kind, x.ordinal, x.ref_id) AS kinds, \
        array_agg(x.ref_id ORDER BY x.kind, x.ordinal, x.ref_id) AS ids \
        FROM session_refs x WHERE x.session_id = p.session_id) r ON true"
+    };
+}
+
+/// The whole session (the columns of `sessions::session_select`, in its
+/// order) from `p`, the UPDATE's RETURNING: its data, its checkpoint's
+/// event (this statement's own, `ev`, or an older one) and its references.
+const SELECT_AFTER_UPDATE: &str = concat!(session_columns!("c"), after_update_from!());
+
+/// [`SELECT_AFTER_UPDATE`] for `lock`, followed by the lease row the
+/// statement found (`sd`; NULLs where there was none): columns
+/// `lease_token_sha256`, `lease_pid`, `lease_hostname`,
+/// `lease_expires_at_ms`. A token other than the one sent is the lease it
+/// took over.
+const SELECT_AFTER_TAKING: &str = concat!(
+    session_columns!("c"),
+    ", sd.token_sha256 AS lease_token_sha256, sd.pid AS lease_pid, \
+     sd.hostname AS lease_hostname, sd.expires_at_ms AS lease_expires_at_ms",
+    after_update_from!(),
+    " LEFT JOIN sd ON true"
 );
 
 /// [`SELECT_AFTER_UPDATE`] for a checkpoint that links references: the
@@ -129,13 +148,14 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
         w.detail,
     );
     let data = next(&mut p, Box::new(w.data.map(str::to_owned)), Type::TEXT);
-    let side = w.side.map(|s| side_sql(&mut p, &s));
+    let side = w.side.map(|s| side_sql(&mut p, &s, &data));
     let lease = match (&side, w.side) {
         (Some(s), Some(OneSide::LeaseRelease { .. })) => s.rule.clone(),
-        // Taking a lease over a dead one is a takeover, with the previous
-        // owner in its event: the pipeline's.
-        (_, Some(OneSide::LeaseTake { .. })) => lease_rule(&mut p, w.lease_sha256, "$1", true),
-        _ => lease_rule(&mut p, w.lease_sha256, "$1", false),
+        _ => lease_rule(&mut p, w.lease_sha256, "$1"),
+    };
+    let ty = match &side {
+        Some(SideSql { ty: Some(t), .. }) => t.clone(),
+        _ => ty,
     };
     let mut sql = format!(
         "WITH u AS ({update} \
@@ -276,10 +296,10 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
              FROM p, ev) "
         ));
     }
-    sql.push_str(if matches!(w.side, Some(OneSide::Refs { .. })) {
-        SELECT_AFTER_LINKING
-    } else {
-        SELECT_AFTER_UPDATE
+    sql.push_str(match w.side {
+        Some(OneSide::Refs { .. }) => SELECT_AFTER_LINKING,
+        Some(OneSide::LeaseTake { .. }) => SELECT_AFTER_TAKING,
+        _ => SELECT_AFTER_UPDATE,
     });
     (sql, p)
 }
@@ -324,8 +344,8 @@ fn event_params(
 /// time (`$2`); without one, no lease that has not expired at that time
 /// (an expired lease is dead, whoever owns it: docs/design.md, "Leases";
 /// one not expired whose owner's process is gone is the pipeline's to
-/// judge), or, `strict` (a lease taken), no lease row at all.
-fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str, strict: bool) -> String {
+/// judge).
+fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str) -> String {
     match token_sha256 {
         Some(h) => {
             p.push((Box::new(h.to_owned()), Type::TEXT));
@@ -334,9 +354,6 @@ fn lease_rule(p: &mut Params, token_sha256: Option<&str>, session: &str, strict:
                  AND l.token_sha256 = ${} AND l.expires_at_ms > $2)",
                 p.len()
             )
-        }
-        None if strict => {
-            format!("NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session})")
         }
         None => format!(
             "NOT EXISTS (SELECT 1 FROM session_leases l WHERE l.session_id = {session} \
@@ -533,7 +550,7 @@ pub fn run_statement(w: &OneRunWrite<'_>, lock_timeout_ms: i64) -> (String, Para
         Some(r) => format!(" AND rev = {}", next(&mut p, Box::new(r), Type::INT8)),
         None => String::new(),
     };
-    let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id", false);
+    let lease = lease_rule(&mut p, w.lease_sha256, "sessions.session_id");
     let EventParams {
         timeout,
         key,

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::{Run, Session};
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
-use crate::store::{OneCheckpoint, OneOutcome, SessionRow};
+use crate::store::{LeaseTakenOver, OneCheckpoint, OneOutcome, SessionRow};
 use std::time::{Duration, Instant};
 
 /// What one statement sent on its own came to ([`PgStore::once`]).
@@ -22,6 +22,11 @@ enum Once {
     /// connection, before or instead of its reply: it may have been
     /// applied.
     Lost,
+}
+
+/// A row that is not what the statement selects.
+fn internal(e: postgres::Error) -> Error {
+    Error::internal(format!("a one-statement write's row: {e}"))
 }
 
 /// The session a one-statement write returned, if it returned one.
@@ -50,6 +55,44 @@ impl PgStore {
         let (sql, p) =
             crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
         self.apply_one(&sql, &p, first_session)
+    }
+
+    /// Applies `lock`'s `w` (side [`crate::store::OneSide::LeaseTake`]) as
+    /// one statement, as [`PgStore::write_one`]: the session as it now
+    /// stands and, when the statement took over an expired lease, that
+    /// lease's owner and expiry.
+    ///
+    /// # Errors
+    /// STORE_BUSY when the session's row stayed locked for the busy
+    /// timeout.
+    pub fn lease_one(
+        &self,
+        w: &crate::store::OneWrite<'_>,
+    ) -> Result<OneOutcome<(Session, Option<LeaseTakenOver>)>> {
+        let Some(crate::store::OneSide::LeaseTake { token_sha256, .. }) = w.side else {
+            return Err(Error::internal("lease_one takes a lease verb"));
+        };
+        if self.read_only {
+            return Ok(OneOutcome::NotApplied);
+        }
+        let (sql, p) =
+            crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
+        self.apply_one(&sql, &p, |rows| {
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let (s, _, _) = crate::store::postgres::sql::sessions::map_session(row)?;
+            let found: Option<String> = row.try_get("lease_token_sha256").map_err(internal)?;
+            let previous = match found {
+                Some(t) if t != token_sha256 => Some(LeaseTakenOver {
+                    pid: row.try_get("lease_pid").map_err(internal)?,
+                    hostname: row.try_get("lease_hostname").map_err(internal)?,
+                    expires_at_ms: row.try_get("lease_expires_at_ms").map_err(internal)?,
+                }),
+                _ => None,
+            };
+            Ok(Some((s, previous)))
+        })
     }
 
     /// Applies a run verb `w` as one statement

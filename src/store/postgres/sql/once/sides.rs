@@ -57,21 +57,23 @@ pub(super) fn ends_runs_sql(p: &mut Params, end: &OneRunsEnd<'_>, actor: &str) -
 }
 
 /// What a [`OneSide`] adds to [`super::write_statement`]: a rule in the session's
-/// UPDATE, rows read (or deleted) before the event (`sd`), the event's data
-/// when the server builds it, the column of `sd` the event needs, and the
-/// side's row written after the event (`sw`).
+/// UPDATE, rows read (or deleted) before the event (`sd`), the event's type
+/// and data when the server chooses them, the column of `sd` the event
+/// needs, and the side's row written after the event (`sw`).
 pub(super) struct SideSql {
     pub(super) rule: String,
     pub(super) pre: Option<String>,
+    pub(super) ty: Option<String>,
     pub(super) data: Option<String>,
     pub(super) needs: Option<&'static str>,
     pub(super) post: Option<String>,
 }
 
-/// The SQL of `side` (module docs); its parameters pushed onto `p`. Every
+/// The SQL of `side` (module docs); its parameters pushed onto `p`; `data`
+/// is the placeholder of the event's data as the caller built it. Every
 /// row it writes is joined to `p` (the session's UPDATE), so nothing is
 /// written when that matched no row.
-pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
+pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>, data: &str) -> SideSql {
     let mut next = |v: Box<dyn postgres::types::ToSql + Sync>, t: Type| {
         p.push((v, t));
         format!("${}", p.len())
@@ -98,6 +100,7 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
                     "SELECT coalesce(max(g.round), 0) + 1 AS round FROM session_gates g \
                      WHERE g.session_id = $1 AND g.name = {name}"
                 )),
+                ty: None,
                 data: Some(format!(
                     "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s}}', \
                      to_json({name}::text), to_json({kind}::text), sd.round)"
@@ -130,6 +133,7 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
                 pre: Some(format!(
                     "SELECT g.gate_id, g.kind, g.round {pending} ORDER BY g.round DESC LIMIT 1"
                 )),
+                ty: None,
                 data: Some(format!(
                     "format('{{\"gate\":%s,\"kind\":%s,\"round\":%s%s}}', \
                      to_json({name}::text), to_json(sd.kind::text), sd.round, \
@@ -154,11 +158,29 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
             let host = next(Box::new(hostname.to_owned()), Type::TEXT);
             let expires = next(Box::new(expires_at_ms), Type::INT8);
             SideSql {
-                // The lease rule of the write (no lease row, or the
-                // caller's live one) is the whole rule.
+                // The lease rule of the write (no live lease, or the
+                // caller's own) is the whole rule.
                 rule: "true".to_owned(),
-                pre: None,
-                data: None,
+                // A lease row there is the caller's own (renewed) or one
+                // expired at the write's time (taken over).
+                pre: Some(
+                    "SELECT l.token_sha256, l.pid, l.hostname, l.expires_at_ms \
+                     FROM session_leases l WHERE l.session_id = $1"
+                        .to_owned(),
+                ),
+                ty: Some(format!(
+                    "(CASE WHEN sd.pid IS NULL OR sd.token_sha256 = {token} \
+                     THEN 'lease_acquired' ELSE 'lease_taken_over' END)"
+                )),
+                // The pipeline's `LeaseData` with `previous` (reason
+                // `expired`) for a takeover, in serde_json's text.
+                data: Some(format!(
+                    "(CASE WHEN sd.pid IS NULL OR sd.token_sha256 = {token} THEN {data} \
+                     ELSE format('{{\"pid\":%s,\"hostname\":%s,\"expires_at_ms\":%s,\
+                     \"previous\":{{\"pid\":%s,\"hostname\":%s,\"expires_at_ms\":%s,\
+                     \"reason\":\"expired\"}}}}', {pid}, to_json({host}::text), {expires}, \
+                     sd.pid, to_json(sd.hostname::text), sd.expires_at_ms) END)"
+                )),
                 needs: None,
                 post: Some(format!(
                     "INSERT INTO session_leases (session_id, token_sha256, pid, hostname, \
@@ -182,6 +204,7 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
                     "DELETE FROM session_leases l USING p WHERE l.session_id = p.session_id \
                      AND l.token_sha256 = {token} RETURNING l.pid, l.hostname, l.expires_at_ms"
                 )),
+                ty: None,
                 data: Some(
                     "format('{\"pid\":%s,\"hostname\":%s,\"expires_at_ms\":%s}', sd.pid, \
                      to_json(sd.hostname::text), sd.expires_at_ms)"
@@ -210,6 +233,7 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
                      HAVING count(*) + {linked} > {REFS_MAX})"
                 ),
                 pre: None,
+                ty: None,
                 data: None,
                 needs: None,
                 post: Some(format!(
@@ -237,6 +261,7 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>) -> SideSql {
                      AND ({md} IS NULL OR duration_ms <= {md})"
                 ),
                 pre: None,
+                ty: None,
                 data: None,
                 needs: None,
                 post: Some(format!(
