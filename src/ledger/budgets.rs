@@ -271,42 +271,47 @@ impl Ledger {
             digest: dg.as_deref(),
         };
         let pipeline = || self.set_budget_in(op, req);
-        // On a server, with a key, on a session without a budget whose usage
-        // is within the new limits: one statement (docs/postgres.md, "One
-        // round trip per write"). The new budget is then known here.
-        let row = BudgetRow {
-            max_tokens: req.max_tokens,
-            max_api_calls: req.max_api_calls,
-            max_duration_ms: req.max_duration_ms,
-            on_exceed: Some(req.on_exceed.unwrap_or(OnExceed::Pause)),
-            ..BudgetRow::default()
-        };
-        let data = budget_data(&row)?;
+        // On a server, with a key, while usage is within the merged limits:
+        // one statement (docs/postgres.md, "One round trip per write"),
+        // which returns the budget it wrote.
         let one = OneEvent {
             event_type: EventType::BudgetSet.as_str(),
-            data: Some(&data),
-            side: Some(OneSide::BudgetNew {
-                limits: BudgetLimits {
-                    max_tokens: row.max_tokens,
-                    max_api_calls: row.max_api_calls,
-                    max_duration_ms: row.max_duration_ms,
-                    on_exceed: req.on_exceed.unwrap_or(OnExceed::Pause),
-                    exceeded_at_ms: None,
-                },
+            side: Some(OneSide::BudgetSet {
+                max_tokens: req.max_tokens,
+                max_api_calls: req.max_api_calls,
+                max_duration_ms: req.max_duration_ms,
+                on_exceed: req.on_exceed,
             }),
             ..OneEvent::default()
         };
-        match self.try_one(op, &one)? {
-            OneOutcome::Applied(s) => Ok(Written::applied(budget_view(
-                id,
-                Some(&row),
-                s.status.as_str(),
-                s.rev,
-                &s.usage,
-            ))),
-            OneOutcome::NotApplied => pipeline(),
-            OneOutcome::Unknown => super::write::one_or(OneOutcome::<Budget>::Unknown, pipeline),
-        }
+        self.budget_one_or(op, &one, pipeline)
+    }
+
+    /// A budget verb's statement `one` where it may be sent (on a server,
+    /// with a key), answered with the budget it wrote; the pipeline's
+    /// answer when it applied nothing, or after a lost reply (which finds
+    /// the key: a replay).
+    fn budget_one_or(
+        &self,
+        op: Op<'_>,
+        one: &OneEvent<'_>,
+        pipeline: impl FnOnce() -> Result<Written<Budget>>,
+    ) -> Result<Written<Budget>> {
+        let outcome = match self.try_one_with(op, one, |w| self.store.budget_one(w))? {
+            OneOutcome::Applied(b) => {
+                let (s, row) = *b;
+                OneOutcome::Applied(Box::new(budget_view(
+                    op.id,
+                    Some(&row),
+                    s.status.as_str(),
+                    s.rev,
+                    &s.usage,
+                )))
+            }
+            OneOutcome::NotApplied => OneOutcome::NotApplied,
+            OneOutcome::Unknown => OneOutcome::Unknown,
+        };
+        super::write::one_or(outcome, pipeline)
     }
 
     /// [`Ledger::set_budget`] through the pipeline's transaction.
@@ -379,7 +384,8 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        self.mutate(
+        let pipeline = || {
+            self.mutate(
             op,
             |_| Ok(()),
             |w, ()| {
@@ -409,6 +415,15 @@ impl Ledger {
             },
             &mut |tx, _| check_in(tx, id),
         )
+        };
+        // On a server, with a key, on a session with a budget: one
+        // statement (docs/postgres.md, "One round trip per write").
+        let one = OneEvent {
+            event_type: EventType::BudgetReset.as_str(),
+            side: Some(OneSide::BudgetReset),
+            ..OneEvent::default()
+        };
+        self.budget_one_or(op, &one, pipeline)
     }
 }
 

@@ -279,7 +279,7 @@ impl Ledger {
         if m.if_rev.is_some() {
             return pipeline(None).map(Written::into_inner);
         }
-        let outcome = match self.send_one_with(op, &one, now, None, |w| self.store.lease_one(w))? {
+        let outcome = match self.send_one(op, &one, now, None, |w| self.store.lease_one(w))? {
             OneOutcome::Applied(taken) => {
                 let (session, previous) = *taken;
                 return Ok(Lease {

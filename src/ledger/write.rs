@@ -410,28 +410,29 @@ impl Ledger {
 
     /// [`Ledger::write_one_or`]'s statement, where it may be sent.
     pub(super) fn try_one(&self, op: Op<'_>, one: &OneEvent<'_>) -> Result<OneOutcome> {
-        let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
-            return Ok(OneOutcome::NotApplied);
-        };
-        self.send_one(op, one, self.now_ms(), Some((key, digest)))
+        self.try_one_with(op, one, |w| self.store.write_one(w))
     }
 
-    /// Sends `one` as a statement at time `now_ms` where the store can;
-    /// `idempotency` is `None` only for a lease taken or renewed, whose
-    /// token resolves a lost reply ([`crate::store::OneWrite::idempotency`]).
-    pub(super) fn send_one(
+    /// [`Ledger::try_one`] with the store's call `send` (e.g.
+    /// [`crate::store::Store::budget_one`]).
+    pub(super) fn try_one_with<T>(
         &self,
         op: Op<'_>,
         one: &OneEvent<'_>,
-        now_ms: i64,
-        idempotency: Option<(&str, &str)>,
-    ) -> Result<OneOutcome> {
-        self.send_one_with(op, one, now_ms, idempotency, |w| self.store.write_one(w))
+        send: impl FnOnce(&OneWrite<'_>) -> Result<OneOutcome<T>>,
+    ) -> Result<OneOutcome<T>> {
+        let (Some(key), Some(digest)) = (op.m.idempotency_key.as_deref(), op.digest) else {
+            return Ok(OneOutcome::NotApplied);
+        };
+        self.send_one(op, one, self.now_ms(), Some((key, digest)), send)
     }
 
-    /// [`Ledger::send_one`] with the store's call `send` (e.g.
-    /// [`crate::store::Store::lease_one`]).
-    pub(super) fn send_one_with<T>(
+    /// Sends `one` as a statement at time `now_ms` where the store can,
+    /// through the store's call `send` ([`crate::store::Store::write_one`],
+    /// `lease_one`, `budget_one`); `idempotency` is `None` only for a lease
+    /// taken or renewed, whose token resolves a lost reply
+    /// ([`crate::store::OneWrite::idempotency`]).
+    pub(super) fn send_one<T>(
         &self,
         op: Op<'_>,
         one: &OneEvent<'_>,

@@ -238,6 +238,23 @@ impl Store {
         }
     }
 
+    /// Applies a budget verb's `w` as one statement where the backend can,
+    /// as [`Store::write_one`]: the session as it now stands and the
+    /// budget as the statement left it ([`super::OneSide::BudgetSet`],
+    /// [`super::OneSide::BudgetReset`]).
+    ///
+    /// # Errors
+    /// STORE_BUSY (the session's row stayed locked for the busy timeout).
+    pub fn budget_one(
+        &self,
+        w: &super::OneWrite<'_>,
+    ) -> Result<super::OneOutcome<(crate::model::Session, super::rows::BudgetRow)>> {
+        match self {
+            Store::Sqlite(_) => Ok(super::OneOutcome::NotApplied),
+            Store::Postgres(p) => p.budget_one(w),
+        }
+    }
+
     /// Applies a run verb as one statement where the backend can, as
     /// [`Store::write_one`] (the statement's rules: [`super::OneRunWrite`]),
     /// returning the run as it now stands.

@@ -70,8 +70,8 @@ pub struct OneWrite<'a> {
     pub idempotency: Option<(&'a str, &'a str)>,
     /// The SHA-256 (hex) of the lease token the write presents: apply only
     /// while the session's lease has it and has not expired at `now_ms`
-    /// (docs/design.md, "Leases"); `None`: only while no lease row exists.
-    /// A lease verb ([`OneSide::LeaseTake`], [`OneSide::LeaseRelease`])
+    /// (docs/design.md, "Leases"); `None`: only while no lease is live at
+    /// `now_ms` (an expired one is dead, whoever owns it). A lease verb ([`OneSide::LeaseTake`], [`OneSide::LeaseRelease`])
     /// has its own rule instead.
     pub lease_sha256: Option<&'a str>,
     /// Usage to add to the session's sums (`session usage`): apply only
@@ -176,14 +176,30 @@ pub enum OneSide<'a> {
         /// Each reference's id.
         ids: &'a [String],
     },
-    /// `budget` on a session without one: the new budget (`limits`,
-    /// counting from no usage); applies only while usage is within every
-    /// limit (a crossing is the pipeline's: it marks it and applies the
-    /// policy).
-    BudgetNew {
-        /// The limits and policy.
-        limits: BudgetLimits,
+    /// `budget`: the limits and policy given, merged with the stored
+    /// budget's (what is not given is kept; a new budget counts from no
+    /// usage and its policy defaults to `pause`), written with the
+    /// exceeded mark cleared, and `budget_set` with the merged budget as
+    /// its data (built by the statement). Applies only while the usage
+    /// counted from the budget's base is within every merged limit (a
+    /// crossing marks the budget and applies its policy: the pipeline's).
+    /// The statement returns the budget ([`super::Store::budget_one`]).
+    BudgetSet {
+        /// Token limit given.
+        max_tokens: Option<i64>,
+        /// API-call limit given.
+        max_api_calls: Option<i64>,
+        /// Duration limit given, ms.
+        max_duration_ms: Option<i64>,
+        /// Policy given.
+        on_exceed: Option<crate::model::OnExceed>,
     },
+    /// `budget --reset`: the budget's base moved to the session's usage and
+    /// its mark cleared, with `budget_reset` (the usage counted until then
+    /// as its data, built by the statement); applies only while the session
+    /// has a budget. The statement returns the budget
+    /// ([`super::Store::budget_one`]).
+    BudgetReset,
 }
 
 /// A lease as a one-statement `lock` found it and took it over

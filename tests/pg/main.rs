@@ -42,6 +42,7 @@ mod pg_create_first;
 mod pg_fork_race;
 mod pg_move;
 mod pg_one_statement;
+mod pg_one_statement_budget;
 mod pg_one_statement_create;
 mod pg_one_statement_ends;
 mod pg_one_statement_lease;

@@ -105,6 +105,22 @@ const SELECT_AFTER_TAKING: &str = concat!(
     " LEFT JOIN sd ON true"
 );
 
+/// [`SELECT_AFTER_UPDATE`] for a budget verb, followed by the budget the
+/// statement wrote (`sw`): columns `budget_max_tokens`,
+/// `budget_max_api_calls`, `budget_max_duration_ms`, `budget_on_exceed`,
+/// `budget_base_tokens`, `budget_base_api_calls`,
+/// `budget_base_duration_ms`, `budget_exceeded_at_ms`.
+const SELECT_AFTER_BUDGET: &str = concat!(
+    session_columns!("c"),
+    ", sw.max_tokens AS budget_max_tokens, sw.max_api_calls AS budget_max_api_calls, \
+     sw.max_duration_ms AS budget_max_duration_ms, sw.on_exceed AS budget_on_exceed, \
+     sw.base_tokens AS budget_base_tokens, sw.base_api_calls AS budget_base_api_calls, \
+     sw.base_duration_ms AS budget_base_duration_ms, \
+     sw.exceeded_at_ms AS budget_exceeded_at_ms",
+    after_update_from!(),
+    " LEFT JOIN sw ON true"
+);
+
 /// [`SELECT_AFTER_UPDATE`] for a checkpoint that links references: the
 /// references this statement inserted (`sw`, which the statement's
 /// snapshot does not show) with those already linked.
@@ -299,6 +315,7 @@ pub fn write_statement(w: &OneWrite<'_>, lock_timeout_ms: i64) -> (String, Param
     sql.push_str(match w.side {
         Some(OneSide::Refs { .. }) => SELECT_AFTER_LINKING,
         Some(OneSide::LeaseTake { .. }) => SELECT_AFTER_TAKING,
+        Some(OneSide::BudgetSet { .. } | OneSide::BudgetReset) => SELECT_AFTER_BUDGET,
         _ => SELECT_AFTER_UPDATE,
     });
     (sql, p)

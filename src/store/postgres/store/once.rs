@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::model::{Run, Session};
 use crate::store::postgres::errors::{classify, Class};
 use crate::store::postgres::tx::{PgTx, StatementCache};
+use crate::store::rows::BudgetRow;
 use crate::store::{LeaseTakenOver, OneCheckpoint, OneOutcome, SessionRow};
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,52 @@ impl PgStore {
                 _ => None,
             };
             Ok(Some((s, previous)))
+        })
+    }
+
+    /// Applies a budget verb's `w` (side [`crate::store::OneSide::BudgetSet`]
+    /// or [`crate::store::OneSide::BudgetReset`]) as one statement, as
+    /// [`PgStore::write_one`]: the session as it now stands and the budget
+    /// as the statement left it.
+    ///
+    /// # Errors
+    /// STORE_BUSY when the session's row stayed locked for the busy
+    /// timeout.
+    pub fn budget_one(
+        &self,
+        w: &crate::store::OneWrite<'_>,
+    ) -> Result<OneOutcome<(Session, BudgetRow)>> {
+        if !matches!(
+            w.side,
+            Some(crate::store::OneSide::BudgetSet { .. } | crate::store::OneSide::BudgetReset)
+        ) {
+            return Err(Error::internal("budget_one takes a budget verb"));
+        }
+        if self.read_only {
+            return Ok(OneOutcome::NotApplied);
+        }
+        let (sql, p) =
+            crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
+        self.apply_one(&sql, &p, |rows| {
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let (s, _, _) = crate::store::postgres::sql::sessions::map_session(row)?;
+            let policy: Option<String> = row.try_get("budget_on_exceed").map_err(internal)?;
+            let Some(policy) = policy else {
+                return Err(Error::internal("a budget statement returned no budget"));
+            };
+            let b = BudgetRow {
+                max_tokens: row.try_get("budget_max_tokens").map_err(internal)?,
+                max_api_calls: row.try_get("budget_max_api_calls").map_err(internal)?,
+                max_duration_ms: row.try_get("budget_max_duration_ms").map_err(internal)?,
+                on_exceed: policy.parse().ok(),
+                base_tokens: row.try_get("budget_base_tokens").map_err(internal)?,
+                base_api_calls: row.try_get("budget_base_api_calls").map_err(internal)?,
+                base_duration_ms: row.try_get("budget_base_duration_ms").map_err(internal)?,
+                exceeded_at_ms: row.try_get("budget_exceeded_at_ms").map_err(internal)?,
+            };
+            Ok(Some((s, b)))
         })
     }
 

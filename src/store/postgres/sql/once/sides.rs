@@ -7,6 +7,13 @@ use super::super::Params;
 use crate::store::{OneRunsEnd, OneSide};
 use postgres::types::Type;
 
+/// The budget row a budget verb's statement returns (`sw`), in the order of
+/// `sql::workflow::SELECT_BUDGET`.
+const BUDGET_RETURNING: &str = "session_budgets.max_tokens, session_budgets.max_api_calls, \
+     session_budgets.max_duration_ms, session_budgets.on_exceed, session_budgets.base_tokens, \
+     session_budgets.base_api_calls, session_budgets.base_duration_ms, \
+     session_budgets.exceeded_at_ms";
+
 /// The most references of one kind a session links (`validate::REFS_MAX`).
 const REFS_MAX: usize = crate::validate::REFS_MAX;
 
@@ -246,31 +253,90 @@ pub(super) fn side_sql(p: &mut Params, side: &OneSide<'_>, data: &str) -> SideSq
                 )),
             }
         }
-        OneSide::BudgetNew { limits } => {
-            let mt = next(Box::new(limits.max_tokens), Type::INT8);
-            let ma = next(Box::new(limits.max_api_calls), Type::INT8);
-            let md = next(Box::new(limits.max_duration_ms), Type::INT8);
-            let policy = next(Box::new(limits.on_exceed.as_str().to_owned()), Type::TEXT);
+        OneSide::BudgetSet {
+            max_tokens,
+            max_api_calls,
+            max_duration_ms,
+            on_exceed,
+        } => {
+            let mt = next(Box::new(max_tokens), Type::INT8);
+            let ma = next(Box::new(max_api_calls), Type::INT8);
+            let md = next(Box::new(max_duration_ms), Type::INT8);
+            let policy = next(
+                Box::new(on_exceed.map(|o| o.as_str().to_owned())),
+                Type::TEXT,
+            );
+            // The merged budget (the pipeline's merge: what is given, else
+            // what is stored; a new one's base 0 and policy `pause`): one
+            // row, with or without a stored budget.
+            let merged = format!(
+                "SELECT coalesce({mt}, b.max_tokens) AS mt, \
+                 coalesce({ma}, b.max_api_calls) AS ma, \
+                 coalesce({md}, b.max_duration_ms) AS md, \
+                 coalesce({policy}, b.on_exceed, 'pause') AS policy, \
+                 coalesce(b.base_tokens, 0) AS bt, coalesce(b.base_api_calls, 0) AS ba, \
+                 coalesce(b.base_duration_ms, 0) AS bd \
+                 FROM (SELECT 1) o LEFT JOIN session_budgets b ON b.session_id = $1"
+            );
             SideSql {
-                // Within every limit (the sessions' columns, re-checked on
-                // the newest row): a crossing is the pipeline's.
+                // Within every merged limit (the sessions' columns,
+                // re-checked on the newest row): a crossing is the
+                // pipeline's.
                 rule: format!(
-                    "NOT EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1) \
-                     AND ({mt} IS NULL OR input_tokens + output_tokens <= {mt}) \
-                     AND ({ma} IS NULL OR api_calls <= {ma}) \
-                     AND ({md} IS NULL OR duration_ms <= {md})"
+                    "NOT EXISTS (SELECT 1 FROM ({merged}) m WHERE \
+                     (m.mt IS NOT NULL AND sessions.input_tokens + sessions.output_tokens \
+                       - m.bt > m.mt) \
+                     OR (m.ma IS NOT NULL AND sessions.api_calls - m.ba > m.ma) \
+                     OR (m.md IS NOT NULL AND sessions.duration_ms - m.bd > m.md))"
                 ),
-                pre: None,
+                pre: Some(merged),
                 ty: None,
-                data: None,
+                // The pipeline's `BudgetData`, in serde_json's text.
+                data: Some(
+                    "format('{\"max_tokens\":%s,\"max_api_calls\":%s,\"max_duration_ms\":%s,\
+                     \"on_exceed\":%s}', coalesce(sd.mt::text, 'null'), \
+                     coalesce(sd.ma::text, 'null'), coalesce(sd.md::text, 'null'), \
+                     to_json(sd.policy::text))"
+                        .to_owned(),
+                ),
                 needs: None,
                 post: Some(format!(
                     "INSERT INTO session_budgets (session_id, max_tokens, max_api_calls, \
                      max_duration_ms, on_exceed, exceeded_at_ms, updated_at_ms) \
-                     SELECT p.session_id, {mt}, {ma}, {md}, {policy}, NULL, p.updated_at_ms \
-                     FROM p"
+                     SELECT p.session_id, sd.mt, sd.ma, sd.md, sd.policy, NULL, p.updated_at_ms \
+                     FROM p, sd ON CONFLICT (session_id) DO UPDATE SET \
+                     max_tokens = excluded.max_tokens, max_api_calls = excluded.max_api_calls, \
+                     max_duration_ms = excluded.max_duration_ms, on_exceed = excluded.on_exceed, \
+                     exceeded_at_ms = NULL, updated_at_ms = excluded.updated_at_ms \
+                     RETURNING {BUDGET_RETURNING}"
                 )),
             }
         }
+        OneSide::BudgetReset => SideSql {
+            rule: "EXISTS (SELECT 1 FROM session_budgets b WHERE b.session_id = $1)".to_owned(),
+            pre: Some(
+                "SELECT b.base_tokens, b.base_api_calls, b.base_duration_ms \
+                 FROM session_budgets b WHERE b.session_id = $1"
+                    .to_owned(),
+            ),
+            ty: None,
+            // The pipeline's `BudgetFigures` (usage counted from the base),
+            // in serde_json's text.
+            data: Some(
+                "format('{\"tokens\":%s,\"api_calls\":%s,\"duration_ms\":%s}', \
+                 greatest(p.input_tokens + p.output_tokens - sd.base_tokens, 0), \
+                 greatest(p.api_calls - sd.base_api_calls, 0), \
+                 greatest(p.duration_ms - sd.base_duration_ms, 0))"
+                    .to_owned(),
+            ),
+            needs: Some("base_tokens"),
+            post: Some(format!(
+                "UPDATE session_budgets SET base_tokens = p.input_tokens + p.output_tokens, \
+                 base_api_calls = p.api_calls, base_duration_ms = p.duration_ms, \
+                 exceeded_at_ms = NULL, updated_at_ms = p.updated_at_ms FROM p, ev \
+                 WHERE session_budgets.session_id = p.session_id \
+                 RETURNING {BUDGET_RETURNING}"
+            )),
+        },
     }
 }
