@@ -22,6 +22,13 @@ enum Cycle {
     Lease,
     /// `budget` on a session without one: 1 write.
     Budget,
+    /// `budget` on a session that has one (set outside the timing), then
+    /// `budget --reset`: 2 writes.
+    BudgetChange,
+    /// `lock` over a lease expired (taken outside the timing): 1 write;
+    /// `lock` takes no key, so the unkeyed trial sends `--if-rev`, which
+    /// takes the transaction.
+    Takeover,
     /// `checkpoint` linking two plan ids and an operation id: 1 write.
     Refs,
     /// `complete` with two runs open: 1 write (the runs created outside
@@ -37,10 +44,12 @@ enum Cycle {
 }
 
 impl Cycle {
-    const ALL: [Cycle; 8] = [
+    const ALL: [Cycle; 10] = [
         Cycle::Gate,
         Cycle::Lease,
         Cycle::Budget,
+        Cycle::BudgetChange,
+        Cycle::Takeover,
         Cycle::Refs,
         Cycle::End,
         Cycle::EndWithRuns,
@@ -53,6 +62,8 @@ impl Cycle {
             Cycle::Gate => "gate open + approve",
             Cycle::Lease => "lock + unlock (lock: one statement both ways)",
             Cycle::Budget => "budget (new)",
+            Cycle::BudgetChange => "budget (changed) + budget --reset",
+            Cycle::Takeover => "lock over an expired lease (no key: `--if-rev`)",
             Cycle::Refs => "checkpoint with 3 references",
             Cycle::EndWithRuns => "complete with 2 open runs",
             Cycle::End => "complete with no run",
@@ -63,7 +74,7 @@ impl Cycle {
 
     fn writes(self) -> f64 {
         match self {
-            Cycle::Gate | Cycle::Lease => 2.0,
+            Cycle::Gate | Cycle::Lease | Cycle::BudgetChange => 2.0,
             _ => 1.0,
         }
     }
@@ -90,6 +101,26 @@ fn time_cycles(l: &Ledger, c: Cycle, keyed: bool, n: usize, tag: &str) -> f64 {
             }
         }
         let k = |s: &str| format!("{tag}-{i}-{s}");
+        let mut rev = None;
+        match c {
+            Cycle::BudgetChange => {
+                let b = SetBudget {
+                    max_tokens: Some(1000),
+                    ..SetBudget::default()
+                };
+                l.set_budget(&id, b, &m(&k("b0"))).unwrap();
+            }
+            Cycle::Takeover => {
+                let short = LockRequest {
+                    ttl_ms: Some(1),
+                    ..LockRequest::default()
+                };
+                let lease = l.lock(&id, &short, &Mutation::default()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                rev = (!keyed).then_some(lease.session.rev);
+            }
+            _ => {}
+        }
         let t = Instant::now();
         match c {
             Cycle::Gate => {
@@ -109,6 +140,22 @@ fn time_cycles(l: &Ledger, c: Cycle, keyed: bool, n: usize, tag: &str) -> f64 {
                     ..SetBudget::default()
                 };
                 l.set_budget(&id, b, &m(&k("b"))).unwrap();
+            }
+            Cycle::BudgetChange => {
+                let b = SetBudget {
+                    max_api_calls: Some(50),
+                    ..SetBudget::default()
+                };
+                l.set_budget(&id, b, &m(&k("b"))).unwrap();
+                l.reset_budget(&id, &m(&k("r"))).unwrap();
+            }
+            Cycle::Takeover => {
+                let over = Mutation {
+                    if_rev: rev,
+                    ..Mutation::default()
+                };
+                let taken = l.lock(&id, &LockRequest::default(), &over).unwrap();
+                assert!(taken.taken_over_from.is_some());
             }
             Cycle::Refs => {
                 let req = CheckpointRequest {

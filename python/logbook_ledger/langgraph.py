@@ -658,7 +658,9 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         for s in page["sessions"]:
             ids.append(s["session_id"])
             if s["status"] in ("pending", "active", "paused"):
-                self.ledger.cancel(s["session_id"], reason="langgraph delete_thread")
+                self.ledger.cancel(
+                    s["session_id"], reason="langgraph delete_thread", idempotency_key=self._key()
+                )
         if ids:
             self.ledger.purge(session=ids)
         self._forget(thread_id)
@@ -770,7 +772,9 @@ class LogbookSaver(BaseCheckpointSaver[str]):
         try:
             status = self.ledger.show_session(old)["session"]["status"]
             if status in ("pending", "active", "paused"):
-                self.ledger.cancel(old, reason=f"langgraph: superseded by {new}")
+                self.ledger.cancel(
+                    old, reason=f"langgraph: superseded by {new}", idempotency_key=self._key()
+                )
             self._replay(old, new, self._items(self._events(old, after=last)))
         except SessionNotFound:
             return
