@@ -44,7 +44,7 @@ pub struct SessionChange<'a> {
 /// else: what a backend may apply as a single statement (docs/postgres.md,
 /// "One round trip per write"). The statement applies it only where the
 /// whole write pipeline would apply exactly this: the guard matches, the
-/// lease rule holds trivially (no lease row, or the presented token's
+/// lease rule holds trivially (no live lease, or the presented token's
 /// lease, live), the key is not recorded yet, (as asked) no gate is
 /// pending, and the side's own rule holds. Anything else applies nothing,
 /// and the caller runs the pipeline, which diagnoses.

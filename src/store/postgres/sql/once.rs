@@ -11,7 +11,7 @@
 //! INSERT, the read back and COMMIT. The statement decides nothing the
 //! pipeline would decide differently: its UPDATE carries the pipeline's
 //! guard (the verb's statuses, `--if-rev`) and applies only where the
-//! pipeline's other rules hold trivially (no lease row, the key not yet
+//! pipeline's other rules hold trivially (no live lease, the key not yet
 //! recorded, no pending gate, the side's rule, as the write asks); anything
 //! else matches no row and applies nothing, and the caller runs the
 //! pipeline, which diagnoses. The triggers check every row as they check
