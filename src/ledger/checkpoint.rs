@@ -123,21 +123,19 @@ impl PreparedCheckpoint {
         })
     }
 
-    /// The checkpoint as a one-statement write stores it (its event's
-    /// detail and data, its snapshot): for `checkpoint` and for a create's
-    /// first checkpoint ([`crate::store::Store::write_one`],
-    /// [`crate::store::Store::create_one`]); `None` when it links
-    /// references, which only the transaction writes.
-    pub(super) fn as_one(&self) -> Option<OneCheckpoint<'_>> {
-        if self.has_refs {
-            return None;
+    /// A create's first checkpoint as its one statement stores it (its
+    /// event's detail and data, its references, its snapshot:
+    /// [`crate::store::Store::create_one`]).
+    pub(super) fn as_first(&self) -> OneCheckpoint<'_> {
+        OneCheckpoint {
+            refs: (&self.flat.0, &self.flat.1),
+            ..self.as_one_linking()
         }
-        Some(self.as_one_linking())
     }
 
-    /// [`PreparedCheckpoint::as_one`] for a `checkpoint` on an existing
-    /// session, whose statement also links the references
-    /// ([`crate::store::OneSide::Refs`]).
+    /// The checkpoint as a `checkpoint`'s one statement stores it (its
+    /// event's detail and data, its snapshot); its references are linked
+    /// by the statement's side ([`crate::store::OneSide::Refs`]).
     fn as_one_linking(&self) -> OneCheckpoint<'_> {
         OneCheckpoint {
             note: self.note.as_deref(),
@@ -147,6 +145,7 @@ impl PreparedCheckpoint {
                 state: &st.text,
                 payload: st.payload.as_ref().map(|(p, _, _)| &p[..]),
             }),
+            refs: (&[], &[]),
         }
     }
 

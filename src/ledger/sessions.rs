@@ -219,10 +219,9 @@ impl Ledger {
             created_detail: "session created",
             idempotency: req.idempotency_key.as_deref().zip(dg.as_deref()),
         };
-        // The first checkpoint as the statement writes it (`Some(None)`:
-        // it links references, which only the transaction writes).
-        let first_one = first.as_ref().map(PreparedCheckpoint::as_one);
-        if !matches!(first_one, Some(None)) && self.store.writes_one_statement() {
+        // The first checkpoint as the statement writes it.
+        let first_one = first.as_ref().map(PreparedCheckpoint::as_first);
+        if self.store.writes_one_statement() {
             // One statement on a server (docs/postgres.md, "One round trip
             // per write"); a lost reply is resolved by the new id. A key a
             // create already used, or a parent that is not there, applies
@@ -235,7 +234,7 @@ impl Ledger {
                     &row,
                     new.created_detail,
                     new.idempotency,
-                    first_one.flatten().as_ref(),
+                    first_one.as_ref(),
                 )
                 .map_err(|e| self.fill_path(e))?
             {

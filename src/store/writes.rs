@@ -296,7 +296,8 @@ pub struct OneSnapshot<'a> {
 }
 
 /// A checkpoint as a one-statement write stores it: its event's detail and
-/// data and its snapshot, without references. As a new session's first
+/// data, its snapshot and (a create's first) its references. As a new
+/// session's first
 /// ([`super::Store::create_one`]) it is the event at seq 1, and the session is
 /// left at rev 2 with `checkpoint_seq` 1, the rows a create followed by a
 /// checkpoint in one transaction leaves.
@@ -308,6 +309,12 @@ pub struct OneCheckpoint<'a> {
     pub data: &'a str,
     /// The snapshot, when the checkpoint has a state.
     pub snapshot: Option<OneSnapshot<'a>>,
+    /// A create's first checkpoint's references, flattened in order: each
+    /// one's kind and id (empty: none). A new session has none linked, so
+    /// each is linked once, each kind numbered from 0 in order. A
+    /// `checkpoint` on an existing session links its references through
+    /// [`OneSide::Refs`] instead.
+    pub refs: (&'a [String], &'a [String]),
 }
 
 /// A new session row (create, fork and import): the `sessions` row, its

@@ -101,15 +101,19 @@ pub const CREATE: &str = concat!(
      FROM s JOIN d ON d.insert_seq = s.insert_seq JOIN ev ON true"
 );
 
-/// [`CREATE`] with the session's first checkpoint (an active session, no
-/// references): the session at rev 2 with `checkpoint_seq` 1, the
-/// `created` event and the `checkpoint` event (seq 1, at the creation
-/// time, linked to the first's hash) inserted in seq order by one INSERT
-/// (its trigger sees the first row when it checks the second), and the
-/// snapshot when there is a state (its trigger sees the checkpoint event,
-/// read first). $1–$19 as [`CREATE`]; $20 the checkpoint's note, $21 its
-/// data, $22 the snapshot's step, $23 its state (NULL: no snapshot), $24
-/// the state's size in bytes, $25 its payload or NULL.
+/// [`CREATE`] with the session's first checkpoint (an active session):
+/// the session at rev 2 with `checkpoint_seq` 1, the `created` event and
+/// the `checkpoint` event (seq 1, at the creation time, linked to the
+/// first's hash) inserted in seq order by one INSERT (its trigger sees the
+/// first row when it checks the second), its references (each linked once,
+/// the first of a repeated one kept, each kind numbered from 0 in order, as
+/// the pipeline's `link_refs` numbers them on a new session), and the
+/// snapshot when there is a state (the references' and the snapshot's
+/// triggers see the checkpoint event, read first). $1–$19 as [`CREATE`];
+/// $20 the checkpoint's note, $21 its data, $22 the snapshot's step, $23
+/// its state (NULL: no snapshot), $24 the state's size in bytes, $25 its
+/// payload or NULL, $26 and $27 the references' kinds and ids (empty:
+/// none).
 pub const CREATE_FIRST: &str = concat!(
     create_session_rows!("2", "1"),
     "ev AS (INSERT INTO events (session_id, seq, type, at_ms, actor_type, detail, data, \
@@ -119,12 +123,21 @@ pub const CREATE_FIRST: &str = concat!(
      logbook_event_hash(h.h0, h.session_id, 1::bigint, 'checkpoint'::text, h.at, $9, $20, $21, \
      NULL::text) FROM h) e \
      ORDER BY e.seq RETURNING event_id, seq), \
+     rf AS (INSERT INTO session_refs (session_id, kind, ref_id, ordinal, linked_seq) \
+     SELECT s.session_id, f.kind, f.ref_id, \
+     row_number() OVER (PARTITION BY f.kind ORDER BY f.n) - 1, ev.seq FROM s, ev, \
+     (SELECT DISTINCT ON (u.kind, u.ref_id) u.kind, u.ref_id, u.n \
+       FROM unnest($26::text[], $27::text[]) WITH ORDINALITY AS u(kind, ref_id, n) \
+       ORDER BY u.kind, u.ref_id, u.n) f \
+     WHERE ev.seq = 1 RETURNING kind, ordinal, ref_id), \
      sn AS (INSERT INTO session_snapshots (session_id, seq, step, stage, state, size_bytes, at_ms, \
      payload) SELECT s.session_id, ev.seq, $22, s.stage, $23, $24, s.created_at_ms, $25 FROM s, ev \
      WHERE ev.seq = 1 AND $23::text IS NOT NULL)",
     created_key!(),
     created_session_select!(),
-    "s.created_at_ms, ($21::json -> 'step')::text, $20::text, NULL::text[], NULL::text[] \
+    "s.created_at_ms, ($21::json -> 'step')::text, $20::text, \
+     (SELECT array_agg(rf.kind ORDER BY rf.kind, rf.ordinal, rf.ref_id) FROM rf), \
+     (SELECT array_agg(rf.ref_id ORDER BY rf.kind, rf.ordinal, rf.ref_id) FROM rf) \
      FROM s JOIN d ON d.insert_seq = s.insert_seq \
      JOIN (SELECT count(*) AS n FROM ev) e ON e.n = 2"
 );
@@ -154,7 +167,7 @@ pub struct CreateParams {
     first: Option<FirstParams>,
 }
 
-/// [`CREATE_FIRST`]'s $20–$25.
+/// [`CREATE_FIRST`]'s $20–$27.
 struct FirstParams {
     note: Option<String>,
     data: String,
@@ -162,6 +175,8 @@ struct FirstParams {
     state: Option<String>,
     size: Option<i64>,
     payload: Option<Vec<u8>>,
+    kinds: Vec<String>,
+    ids: Vec<String>,
 }
 
 impl CreateParams {
@@ -205,6 +220,8 @@ impl CreateParams {
                     .snapshot
                     .map(|sn| i64::try_from(sn.state.len()).unwrap_or(i64::MAX)),
                 payload: f.snapshot.and_then(|sn| sn.payload.map(<[u8]>::to_vec)),
+                kinds: f.refs.0.to_vec(),
+                ids: f.refs.1.to_vec(),
             }),
         }
     }
@@ -250,6 +267,8 @@ impl CreateParams {
                 (&f.state, Type::TEXT),
                 (&f.size, Type::INT8),
                 (&f.payload, Type::BYTEA),
+                (&f.kinds, Type::TEXT_ARRAY),
+                (&f.ids, Type::TEXT_ARRAY),
             ]);
         }
         p
