@@ -314,6 +314,41 @@ impl Ledger {
         super::write::one_or(outcome, pipeline)
     }
 
+    /// [`Ledger::reset_budget`] through the pipeline's transaction.
+    fn reset_budget_in(&self, op: Op<'_>) -> Result<Written<Budget>> {
+        let id = op.id;
+        self.mutate(
+            op,
+            |_| Ok(()),
+            |w, ()| {
+                let Some(b) = w.tx().select_budget(id)? else {
+                    return Err(Error::invalid(
+                        "budget",
+                        "the session has no budget to reset; set one with `session budget ID --max-tokens N`",
+                    ));
+                };
+                let u = w.state().usage;
+                let used = figures(&b, &u);
+                let at = w.at();
+                w.tx().reset_budget(id, &u, at)?;
+                w.update_read(
+                    Verb::ResetBudget.allowed_from(),
+                    SessionChange {
+                        usage: Some(u),
+                        ..SessionChange::default()
+                    },
+                )
+                .map_err(|_| {
+                    Error::internal("a session read under the write lock changed before its update")
+                })?;
+                let data = to_json(&used)?;
+                w.event(EventType::BudgetReset.as_str(), None, Some(&data), None)?;
+                check_in(w.tx(), id)
+            },
+            &mut |tx, _| check_in(tx, id),
+        )
+    }
+
     /// [`Ledger::set_budget`] through the pipeline's transaction.
     fn set_budget_in(&self, op: Op<'_>, req: SetBudget) -> Result<Written<Budget>> {
         let id = op.id;
@@ -384,38 +419,7 @@ impl Ledger {
             m,
             digest: dg.as_deref(),
         };
-        let pipeline = || {
-            self.mutate(
-            op,
-            |_| Ok(()),
-            |w, ()| {
-                let Some(b) = w.tx().select_budget(id)? else {
-                    return Err(Error::invalid(
-                        "budget",
-                        "the session has no budget to reset; set one with `session budget ID --max-tokens N`",
-                    ));
-                };
-                let u = w.state().usage;
-                let used = figures(&b, &u);
-                let at = w.at();
-                w.tx().reset_budget(id, &u, at)?;
-                w.update_read(
-                    Verb::ResetBudget.allowed_from(),
-                    SessionChange {
-                        usage: Some(u),
-                        ..SessionChange::default()
-                    },
-                )
-                .map_err(|_| {
-                    Error::internal("a session read under the write lock changed before its update")
-                })?;
-                let data = to_json(&used)?;
-                w.event(EventType::BudgetReset.as_str(), None, Some(&data), None)?;
-                check_in(w.tx(), id)
-            },
-            &mut |tx, _| check_in(tx, id),
-        )
-        };
+        let pipeline = || self.reset_budget_in(op);
         // On a server, with a key, on a session with a budget: one
         // statement (docs/postgres.md, "One round trip per write").
         let one = OneEvent {
