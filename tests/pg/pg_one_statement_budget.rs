@@ -10,11 +10,13 @@
 
 use crate::common::*;
 use crate::pg_one_statement::{
-    differential, events_without_ids, keyed, round_trips, through_proxy,
+    cuts, differential, events_without_ids, keyed, round_trips, server_port, through_proxy, via,
 };
+use crate::proxy::Proxy;
 use logbook::ledger::CreateSession;
 use logbook::{OnExceed, RecordUsage, SetBudget};
 use serde_json::{json, Value};
+use std::path::Path;
 
 fn tokens(i: i64) -> RecordUsage {
     RecordUsage {
@@ -205,4 +207,50 @@ fn pg_budget_statements_leave_what_the_pipeline_leaves() {
         assert_eq!(lg.verify(std::slice::from_ref(&id)).unwrap().events, 11);
         json!([seen, events_without_ids(lg, &id)])
     });
+}
+
+/// A budget change and a reset whose replies were lost are each applied
+/// once: the transaction finds the key and answers as a replay, with the
+/// budget as it stands.
+#[test]
+fn pg_a_budget_change_or_reset_whose_reply_was_lost_is_applied_once() {
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let lg = open_ledger(Path::new(&via(&env, &proxy, "&statement_cache_size=0")));
+    let id = lib_create(&lg, "lost budget", "a");
+    let first = SetBudget {
+        max_tokens: Some(100),
+        ..SetBudget::default()
+    };
+    lg.set_budget(&id, first, &keyed("b1")).unwrap();
+    lg.record_usage(&id, tokens(30), &keyed("u1")).unwrap();
+    proxy.cut_after_next(b"session_budgets");
+    let more = SetBudget {
+        max_api_calls: Some(7),
+        ..SetBudget::default()
+    };
+    let b = lg.set_budget(&id, more, &keyed("b2")).unwrap();
+    assert_eq!(cuts(&proxy, 1), 1, "the change's reply was cut");
+    assert_eq!(b.replayed.map(|r| r.rev), Some(Some(4)));
+    assert_eq!(
+        (b.max_tokens, b.max_api_calls, b.used.tokens),
+        (Some(100), Some(7), 30)
+    );
+    proxy.cut_after_next(b"session_budgets");
+    let r = lg.reset_budget(&id, &keyed("r1")).unwrap();
+    assert_eq!(cuts(&proxy, 2), 2, "the reset's reply was cut");
+    assert_eq!(r.replayed.map(|r| r.rev), Some(Some(5)));
+    assert_eq!((r.used.tokens, r.session_rev), (0, 5));
+    assert_eq!(
+        event_types(&env, &id),
+        [
+            "created",
+            "budget_set",
+            "usage_recorded",
+            "budget_set",
+            "budget_reset"
+        ]
+    );
+    assert_eq!(env.json(&["verify"]).code, 0);
 }
