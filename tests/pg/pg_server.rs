@@ -213,23 +213,29 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
     let id = env.create("k");
     let proxy = Proxy::start(server_port());
     let url = via(&env, &proxy);
-    // A budget set on a session that has one is a transaction (not one
-    // statement: docs/postgres.md, "One round trip per write"), so it has a
+    // A budget change that puts usage over a limit is a transaction (the
+    // crossing: docs/postgres.md, "One round trip per write"), so it has a
     // COMMIT to lose.
     let first = logbook::SetBudget {
         max_tokens: Some(1000),
+        on_exceed: Some(logbook::OnExceed::Warn),
         ..logbook::SetBudget::default()
     };
-    env.ledger()
-        .set_budget(&id, first, &Mutation::default())
-        .unwrap();
+    let lg = env.ledger();
+    lg.set_budget(&id, first, &Mutation::default()).unwrap();
+    let used = logbook::RecordUsage {
+        input_tokens: Some(10),
+        ..logbook::RecordUsage::default()
+    };
+    lg.record_usage(&id, used, &Mutation::default()).unwrap();
+    drop(lg);
     let args = [
         "--db",
         &url,
         "session",
         "budget",
         &id,
-        "--max-api-calls",
+        "--max-tokens",
         "5",
         "--idempotency-key",
         "k-1",
@@ -247,29 +253,33 @@ fn pg_a_lost_commit_reply_is_unavailable_unknown_and_the_key_makes_the_retry_saf
     }
     assert_eq!(proxy.commits_cut(), 1);
     // The server did commit it.
-    assert_eq!(
-        event_types(&env, &id),
-        ["created", "budget_set", "budget_set"]
-    );
+    let committed = [
+        "created",
+        "budget_set",
+        "usage_recorded",
+        "budget_set",
+        "budget_exceeded",
+    ];
+    assert_eq!(event_types(&env, &id), committed);
     // The caller retries with the same key: a replay, nothing applied again.
     let r: Run = env.command().args(args).output().unwrap().into();
     let j = r.json();
     assert_eq!(j["ok"], true, "{}", r.stdout);
-    assert_eq!(j["data"]["session_rev"], 3, "{}", r.stdout);
-    assert_eq!(j["data"]["max_api_calls"], 5, "{}", r.stdout);
-    assert_eq!(j["replayed"]["rev"], 3, "{}", r.stdout);
-    assert_eq!(
-        event_types(&env, &id),
-        ["created", "budget_set", "budget_set"]
-    );
+    assert_eq!(j["data"]["session_rev"], 4, "{}", r.stdout);
+    assert_eq!(j["data"]["max_tokens"], 5, "{}", r.stdout);
+    assert_eq!(j["data"]["exceeded"], true, "{}", r.stdout);
+    assert_eq!(j["replayed"]["rev"], 4, "{}", r.stdout);
+    assert_eq!(event_types(&env, &id), committed);
     // A lost connection before COMMIT is retried in place: applied once.
     let lg = open_ledger(Path::new(&url));
     proxy.cut_all();
     let w = lg
         .checkpoint(&id, cp("s2", None), &Mutation::default())
         .unwrap();
-    assert_eq!(w.value.rev, 4);
-    assert_rev_matches_events(&env, &id);
+    assert_eq!(w.value.rev, 5);
+    let mut after = committed.to_vec();
+    after.push("checkpoint");
+    assert_eq!(event_types(&env, &id), after);
 }
 
 #[test]
