@@ -540,3 +540,58 @@ fn a_snapshot_payload_round_trips_and_a_mismatched_one_is_rejected() {
     let n: i64 = env.scalar("SELECT count(*) FROM session_snapshots");
     assert_eq!(n, 0);
 }
+
+/// A reset records the session's input and output tokens together as the
+/// budget's token base, which can pass 2^53−1 (each count is up to it):
+/// the export imports back byte-identically; a base past 2 × (2^53−1) is
+/// refused.
+#[test]
+fn a_token_base_past_2_pow_53_round_trips() {
+    let src = TestEnv::new();
+    let id = src.create("huge");
+    let max = "9007199254740991";
+    src.json(&[
+        "session",
+        "usage",
+        &id,
+        "--input-tokens",
+        max,
+        "--output-tokens",
+        max,
+    ])
+    .data();
+    src.json(&[
+        "session",
+        "budget",
+        &id,
+        "--max-tokens",
+        "5",
+        "--on-exceed",
+        "warn",
+    ])
+    .data();
+    src.json(&["session", "budget", &id, "--reset"]).data();
+    let first = export_jsonl(&src);
+    let line: Value = serde_json::from_str(first.trim()).unwrap();
+    assert_eq!(
+        line["budget"]["base_tokens"],
+        json!(18_014_398_509_481_982_i64)
+    );
+    let file = src.dir.path().join("huge.jsonl");
+    std::fs::write(&file, &first).unwrap();
+    let dst = TestEnv::new();
+    assert_counts(&import_ok(&dst, "jsonl", &file), 1, 0, 0);
+    assert_eq!(export_jsonl(&dst), first);
+    assert_eq!(budget_check(&src, &id), budget_check(&dst, &id));
+
+    let mut past = line;
+    past["budget"]["base_tokens"] = json!(18_014_398_509_481_983_i64);
+    std::fs::write(&file, format!("{past}\n")).unwrap();
+    let other = TestEnv::new();
+    let (_, details) = import_rejecting(&other, "jsonl", &file);
+    assert!(
+        details.to_string().contains("budget.base_tokens"),
+        "{details}"
+    );
+    assert_eq!(rows_anywhere(&other, &id), 0);
+}

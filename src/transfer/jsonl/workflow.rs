@@ -5,7 +5,7 @@ use super::super::json::{object_text, object_text_max, Obj};
 use super::super::{opt_stage, Bad};
 use super::parse::{checked_text, count, count_opt, known_keys};
 use crate::ledger::{RUN_ERROR_CODE_MAX, RUN_JSON_MAX_BYTES};
-use crate::model::{GateKind, GateStatus, OnExceed, RunId, RunStatus};
+use crate::model::{GateKind, GateStatus, OnExceed, RunId, RunStatus, COUNT_MAX};
 use crate::store::rows::{BudgetFull, GateFull, RunRow, SessionRows, SnapshotFull, SnapshotRecord};
 use crate::validate::{self as v, Lines};
 use serde_json::value::RawValue;
@@ -154,7 +154,10 @@ const BUDGET_KEYS: &[&str] = &[
     "updated_at_ms",
 ];
 
-/// The budget: limits and bases in 0..=2^53−1, a known policy.
+/// The budget: limits and bases in 0..=2^53−1, a known policy; the token
+/// base in 0..=2 × (2^53−1), as a reset records the session's input and
+/// output tokens together (each up to 2^53−1; README.md, "Runs and
+/// budgets").
 pub(super) fn parse_budget(b: &Obj<'_>) -> Result<BudgetFull, Bad> {
     known_keys(b, "budget", BUDGET_KEYS)?;
     let on_exceed = b
@@ -166,7 +169,7 @@ pub(super) fn parse_budget(b: &Obj<'_>) -> Result<BudgetFull, Bad> {
         max_api_calls: count_opt(b, "max_api_calls")?,
         max_duration_ms: count_opt(b, "max_duration_ms")?,
         on_exceed: on_exceed.as_str().to_owned(),
-        base_tokens: count(b, "base_tokens")?,
+        base_tokens: token_sum(b, "base_tokens")?,
         base_api_calls: count(b, "base_api_calls")?,
         base_duration_ms: count(b, "base_duration_ms")?,
         exceeded_at_ms: b.i64_opt("exceeded_at_ms")?,
@@ -441,4 +444,21 @@ pub(super) fn check_workflow(s: &SessionRows) -> Result<(), Bad> {
         }
     }
     Ok(())
+}
+
+/// Input and output tokens together (0 when missing or null): an integer
+/// in 0..=2 × (2^53−1).
+fn token_sum(o: &Obj<'_>, key: &str) -> Result<i64, Bad> {
+    let n = o.i64_opt(key)?.unwrap_or(0);
+    if (0..=2 * COUNT_MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Bad::new(
+            o.name(key),
+            format!(
+                "must be an integer from 0 to {} (input and output tokens, each up to 2^53 - 1)",
+                2 * COUNT_MAX
+            ),
+        ))
+    }
 }
