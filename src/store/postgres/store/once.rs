@@ -50,12 +50,28 @@ impl PgStore {
     /// STORE_BUSY when the session's row stayed locked for the busy
     /// timeout.
     pub fn write_one(&self, w: &crate::store::OneWrite<'_>) -> Result<OneOutcome> {
+        self.write_one_reading(w, |_, s| Ok(s))
+    }
+
+    /// [`PgStore::write_one`], answering with `read` of the statement's row
+    /// and the session it returned.
+    fn write_one_reading<T>(
+        &self,
+        w: &crate::store::OneWrite<'_>,
+        read: impl FnOnce(&postgres::Row, Session) -> Result<T>,
+    ) -> Result<OneOutcome<T>> {
         if self.read_only {
             return Ok(OneOutcome::NotApplied);
         }
         let (sql, p) =
             crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
-        self.apply_one(&sql, &p, first_session)
+        self.apply_one(&sql, &p, |rows| {
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let (s, _, _) = crate::store::postgres::sql::sessions::map_session(row)?;
+            read(row, s).map(Some)
+        })
     }
 
     /// Applies `lock`'s `w` (side [`crate::store::OneSide::LeaseTake`]) as
@@ -73,16 +89,7 @@ impl PgStore {
         let Some(crate::store::OneSide::LeaseTake { token_sha256, .. }) = w.side else {
             return Err(Error::internal("lease_one takes a lease verb"));
         };
-        if self.read_only {
-            return Ok(OneOutcome::NotApplied);
-        }
-        let (sql, p) =
-            crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
-        self.apply_one(&sql, &p, |rows| {
-            let Some(row) = rows.first() else {
-                return Ok(None);
-            };
-            let (s, _, _) = crate::store::postgres::sql::sessions::map_session(row)?;
+        self.write_one_reading(w, |row, s| {
             let found: Option<String> = row.try_get("lease_token_sha256").map_err(internal)?;
             let previous = match found {
                 Some(t) if t != token_sha256 => Some(LeaseTakenOver {
@@ -92,7 +99,7 @@ impl PgStore {
                 }),
                 _ => None,
             };
-            Ok(Some((s, previous)))
+            Ok((s, previous))
         })
     }
 
@@ -114,16 +121,7 @@ impl PgStore {
         ) {
             return Err(Error::internal("budget_one takes a budget verb"));
         }
-        if self.read_only {
-            return Ok(OneOutcome::NotApplied);
-        }
-        let (sql, p) =
-            crate::store::postgres::sql::once::write_statement(w, self.lock_timeout_ms());
-        self.apply_one(&sql, &p, |rows| {
-            let Some(row) = rows.first() else {
-                return Ok(None);
-            };
-            let (s, _, _) = crate::store::postgres::sql::sessions::map_session(row)?;
+        self.write_one_reading(w, |row, s| {
             let policy: Option<String> = row.try_get("budget_on_exceed").map_err(internal)?;
             let Some(policy) = policy else {
                 return Err(Error::internal("a budget statement returned no budget"));
@@ -138,7 +136,7 @@ impl PgStore {
                 base_duration_ms: row.try_get("budget_base_duration_ms").map_err(internal)?,
                 exceeded_at_ms: row.try_get("budget_exceeded_at_ms").map_err(internal)?,
             };
-            Ok(Some((s, b)))
+            Ok((s, b))
         })
     }
 
