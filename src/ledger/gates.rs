@@ -64,11 +64,6 @@ pub(super) fn to_gate(g: GateFull) -> Gate {
     }
 }
 
-/// The gate a session waits on, if any.
-pub(super) fn pending_gate(tx: &mut dyn Tx, id: &str) -> Result<Option<Gate>> {
-    Ok(tx.find_pending_gate(id)?.map(to_gate))
-}
-
 fn check_name(name: &str) -> Result<()> {
     v::keyed_name("gate", name, "gate names")
 }

@@ -158,14 +158,14 @@ fn new_token() -> Result<String> {
 }
 
 /// The lease `show` reports.
-pub(super) fn lease_info(tx: &mut dyn Tx, id: &str, now: i64) -> Result<Option<LeaseInfo>> {
-    Ok(tx.find_lease(id)?.map(|l| LeaseInfo {
+pub(super) fn lease_info(l: LeaseRow, now: i64) -> LeaseInfo {
+    LeaseInfo {
         live: dead_reason(&l, now, &hostname()).is_none(),
         pid: l.pid,
         hostname: l.hostname,
         acquired_at_ms: l.acquired_at_ms,
         expires_at_ms: l.expires_at_ms,
-    }))
+    }
 }
 
 #[derive(Serialize)]

@@ -7,7 +7,7 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Event, Session, SessionStatus};
 use crate::resolve::{config_path, Resolvers};
-use crate::store::rows::{ListQuery, Order};
+use crate::store::rows::{ListQuery, Order, ParentRow, ShowRows};
 use serde::Serialize;
 
 pub use crate::resolve::ResolvedState;
@@ -114,24 +114,29 @@ impl Ledger {
     /// INVALID_ARGUMENT (malformed id), SESSION_NOT_FOUND.
     pub fn show_session(&self, id: &str) -> Result<SessionView> {
         parse_session_id(id)?;
-        self.read(|tx| {
-            let session = tx
-                .find_session(id)?
-                .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
-            let events = tx.select_events(id, -1, i64::MAX)?;
+        // One snapshot: on a server, one statement (docs/postgres.md, "Reads").
+        self.read_single(|tx| {
+            tx.show_rows(id)?
+                .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
+        })
+        .map(|mut rows| {
+            let wf = super::tree::workflow_view(&mut rows, self.now_ms());
+            let ShowRows {
+                session,
+                events,
+                parent,
+                ..
+            } = rows;
             let mut resolved = Vec::new();
-            if let Some(p) = &session.parent_session_id {
-                let state = if tx.session_exists(p)? {
-                    ResolvedState::Present
-                } else if tx.find_tombstone(p)?.is_some() {
-                    ResolvedState::Purged
-                } else {
-                    ResolvedState::Missing
-                };
+            if let (Some(p), Some(state)) = (&session.parent_session_id, parent) {
                 resolved.push(Resolved {
                     kind: "session",
                     id: p.clone(),
-                    state,
+                    state: match state {
+                        ParentRow::Present => ResolvedState::Present,
+                        ParentRow::Purged => ResolvedState::Purged,
+                        ParentRow::Missing => ResolvedState::Missing,
+                    },
                 });
             }
             for (kind, ids) in [
@@ -147,8 +152,7 @@ impl Ledger {
                     });
                 }
             }
-            let wf = super::tree::workflow_view(tx, &session, self.now_ms())?;
-            Ok(SessionView {
+            SessionView {
                 session,
                 events,
                 resolved,
@@ -156,7 +160,7 @@ impl Ledger {
                 purged_children: wf.purged_children,
                 blocking_gate: wf.blocking_gate,
                 lease: wf.lease,
-            })
+            }
         })
         .map_err(|e| self.fill_path(e))
         .and_then(|mut view| {

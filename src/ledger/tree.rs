@@ -1,12 +1,13 @@
 //! Hierarchies (docs/design.md, "Hierarchies"): `session tree` and the child counts, blocking
 //! gate and lease that `show` adds.
 
-use super::gates::pending_gate;
+use super::gates::to_gate;
 use super::leases::{lease_info, LeaseInfo};
 use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
-use crate::model::{Gate, Session, SessionStatus};
+use crate::model::{Gate, SessionStatus};
+use crate::store::rows::ShowRows;
 use crate::store::Tx;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -149,11 +150,11 @@ pub(super) struct WorkflowView {
 }
 
 /// Child counts by status.
-pub(super) fn child_counts(tx: &mut dyn Tx, id: &str) -> Result<ChildCounts> {
+pub(super) fn child_counts(statuses: &[String]) -> ChildCounts {
     let mut c = ChildCounts::default();
-    for child in tx.select_children(id)? {
+    for status in statuses {
         c.total += 1;
-        match child.status.parse::<SessionStatus>() {
+        match status.parse::<SessionStatus>() {
             Ok(SessionStatus::Pending) => c.pending += 1,
             Ok(SessionStatus::Active) => c.active += 1,
             Ok(SessionStatus::Paused) => c.paused += 1,
@@ -162,26 +163,29 @@ pub(super) fn child_counts(tx: &mut dyn Tx, id: &str) -> Result<ChildCounts> {
             Ok(SessionStatus::Cancelled) | Err(_) => c.cancelled += 1,
         }
     }
-    Ok(c)
+    c
 }
 
-/// Children, blocking gate (a pending gate of a live session) and lease.
-pub(super) fn workflow_view(tx: &mut dyn Tx, s: &Session, now: i64) -> Result<WorkflowView> {
-    let id = s.session_id.as_str();
-    let blocking_gate = if s.status.is_terminal() {
+/// The workflow part of `show` from its rows (read in one snapshot with
+/// the session, [`crate::store::Tx::show_rows`]): the children's counts,
+/// the purged children, the gate the session waits on (none once it is
+/// terminal) and its lease as of `now`.
+pub(super) fn workflow_view(rows: &mut ShowRows, now: i64) -> WorkflowView {
+    let mut purged_children = PurgedChildren::default();
+    for r in &rows.purged_children {
+        purged_children.add(r.purge_id, r.sessions, r.purged_at_ms);
+    }
+    let blocking_gate = if rows.session.status.is_terminal() {
         None
     } else {
-        pending_gate(tx, id)?
+        rows.pending_gate.take().map(to_gate)
     };
-    let purged_children = purged_children_of(tx, &[id.to_owned()])?
-        .remove(id)
-        .unwrap_or_default();
-    Ok(WorkflowView {
-        children: child_counts(tx, id)?,
+    WorkflowView {
+        children: child_counts(&rows.child_statuses),
         purged_children,
         blocking_gate,
-        lease: lease_info(tx, id, now)?,
-    })
+        lease: rows.lease.take().map(|l| lease_info(l, now)),
+    }
 }
 
 impl Ledger {

@@ -69,8 +69,9 @@ use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, Usage};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
-    NewGate, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, SessionRows,
-    SessionState, SnapshotRow, StoredEvent, StoredRef, Tombstone, WorkflowRows,
+    NewGate, NewPurge, ParentRow, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow,
+    SessionRows, SessionState, ShowRows, SnapshotRow, StoredEvent, StoredRef, Tombstone,
+    WorkflowRows,
 };
 
 /// A position in the global feed (docs/design.md, "Feed"): a follower at `p` has seen
@@ -440,4 +441,41 @@ pub trait Tx {
     /// children that purge removed (each child under its newest tombstone;
     /// none whose id is a session again), by parent then purge id.
     fn purged_children(&mut self, parents: &[String]) -> Result<Vec<PurgedChildRow>>;
+
+    // ---- show ----
+
+    /// What `show` reads of session `id` (`None`: no such session), to be
+    /// read in one snapshot: the session, its events by seq, whether its
+    /// parent is there, its newest pending gate, its lease row, its
+    /// children's statuses in creation order and its purged children. A
+    /// server answers it in one statement (docs/postgres.md, "Reads"); this
+    /// default composes the reads above in the caller's transaction.
+    ///
+    /// # Errors
+    /// The store's.
+    fn show_rows(&mut self, id: &str) -> Result<Option<ShowRows>> {
+        let Some(session) = self.find_session(id)? else {
+            return Ok(None);
+        };
+        let events = self.select_events(id, -1, i64::MAX)?;
+        let parent = match &session.parent_session_id {
+            None => None,
+            Some(p) if self.session_exists(p)? => Some(ParentRow::Present),
+            Some(p) if self.find_tombstone(p)?.is_some() => Some(ParentRow::Purged),
+            Some(_) => Some(ParentRow::Missing),
+        };
+        Ok(Some(ShowRows {
+            events,
+            parent,
+            pending_gate: self.find_pending_gate(id)?,
+            lease: self.find_lease(id)?,
+            child_statuses: self
+                .select_children(id)?
+                .into_iter()
+                .map(|c| c.status)
+                .collect(),
+            purged_children: self.purged_children(&[id.to_owned()])?,
+            session,
+        }))
+    }
 }

@@ -52,6 +52,7 @@ mod pg_one_statement_workflow;
 mod pg_reads;
 mod pg_schema;
 mod pg_server;
+mod pg_show;
 mod pg_tls;
 mod pg_triggers;
 mod pg_tx;
