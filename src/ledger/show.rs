@@ -7,7 +7,8 @@ use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Event, Session, SessionStatus};
 use crate::resolve::{config_path, Resolvers};
-use crate::store::rows::{ListQuery, Order, ParentRow, ShowRows};
+use crate::store::rows::{ListQuery, Order};
+use crate::store::{ParentRow, ShowRows};
 use serde::Serialize;
 
 pub use crate::resolve::ResolvedState;

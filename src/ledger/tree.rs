@@ -7,7 +7,7 @@ use super::request::parse_session_id;
 use super::Ledger;
 use crate::error::{Error, Result};
 use crate::model::{Gate, SessionStatus};
-use crate::store::rows::ShowRows;
+use crate::store::ShowRows;
 use crate::store::Tx;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};

@@ -69,10 +69,40 @@ use crate::error::{LatestEvent, Result};
 use crate::model::{Event, Run, Session, Usage};
 use rows::{
     BudgetRow, ChainRow, ChildRow, GateFull, GateRow, KeyHit, LeaseRow, ListQuery, NewEvent,
-    NewGate, NewPurge, ParentRow, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow,
-    SessionRows, SessionState, ShowRows, SnapshotRow, StoredEvent, StoredRef, Tombstone,
-    WorkflowRows,
+    NewGate, NewPurge, PurgeCandidate, PurgeProgress, PurgeScan, PurgedChildRow, SessionRows,
+    SessionState, SnapshotRow, StoredEvent, StoredRef, Tombstone, WorkflowRows,
 };
+
+/// Whether a session's parent is there ([`ShowRows::parent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentRow {
+    /// A session.
+    Present,
+    /// Gone, with a tombstone: a purge removed it.
+    Purged,
+    /// Neither (a row removed by hand, or an import that dropped it).
+    Missing,
+}
+
+/// What `show` reads of one session in one snapshot
+/// ([`Tx::show_rows`]).
+#[derive(Debug, Clone)]
+pub struct ShowRows {
+    /// The whole session.
+    pub session: Session,
+    /// Its events, by seq.
+    pub events: Vec<Event>,
+    /// Its parent's state; `None` without a parent.
+    pub parent: Option<ParentRow>,
+    /// Its newest pending gate, if any (whatever the session's status).
+    pub pending_gate: Option<GateFull>,
+    /// Its lease row, live or not.
+    pub lease: Option<LeaseRow>,
+    /// Its children's statuses, in creation order.
+    pub child_statuses: Vec<String>,
+    /// Its children purges removed, per purge ([`Tx::purged_children`]).
+    pub purged_children: Vec<PurgedChildRow>,
+}
 
 /// A position in the global feed (docs/design.md, "Feed"): a follower at `p` has seen
 /// every event at or before it, in the feed's order `(tx, event_id)`.

@@ -555,37 +555,6 @@ impl SessionRows {
     }
 }
 
-/// Whether a session's parent is there ([`ShowRows::parent`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParentRow {
-    /// A session.
-    Present,
-    /// Gone, with a tombstone: a purge removed it.
-    Purged,
-    /// Neither (a row removed by hand, or an import that dropped it).
-    Missing,
-}
-
-/// What `show` reads of one session in one snapshot
-/// ([`super::Tx::show_rows`]).
-#[derive(Debug, Clone)]
-pub struct ShowRows {
-    /// The whole session.
-    pub session: crate::model::Session,
-    /// Its events, by seq.
-    pub events: Vec<crate::model::Event>,
-    /// Its parent's state; `None` without a parent.
-    pub parent: Option<ParentRow>,
-    /// Its newest pending gate, if any (whatever the session's status).
-    pub pending_gate: Option<GateFull>,
-    /// Its lease row, live or not.
-    pub lease: Option<LeaseRow>,
-    /// Its children's statuses, in creation order.
-    pub child_statuses: Vec<String>,
-    /// Its children purges removed, per purge ([`super::Tx::purged_children`]).
-    pub purged_children: Vec<PurgedChildRow>,
-}
-
 pub use super::purge_rows::*;
 
 /// A list of ids as the JSON array parameter of [`PURGED_CHILDREN`] (and

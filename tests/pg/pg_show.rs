@@ -45,7 +45,6 @@ fn pg_show_is_one_round_trip_and_reads_every_part() {
         event_type: "x.tool".to_owned(),
         detail: None,
         data: Some(json!({"k": [1, null, "é"]})),
-        ..AppendEvent::default()
     };
     lg.append_event(&id, ev, &Mutation::default()).unwrap();
     // Children: one completed, one active, one purged.

@@ -22,6 +22,7 @@ pub mod once;
 pub mod retention;
 pub mod runs;
 pub mod sessions;
+pub mod show;
 pub mod transfer;
 pub mod transfer_workflow;
 pub mod workflow;

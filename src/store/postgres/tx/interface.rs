@@ -55,8 +55,8 @@ impl Tx for PgTx<'_> {
         self.exists(ps::SESSION_EXISTS, id)
     }
 
-    fn show_rows(&mut self, id: &str) -> Result<Option<crate::store::rows::ShowRows>> {
-        ps::show_rows(self, id)
+    fn show_rows(&mut self, id: &str) -> Result<Option<crate::store::ShowRows>> {
+        super::super::sql::show::show_rows(self, id)
     }
 
     fn lock_session_key(&mut self, id: &str) -> Result<bool> {
