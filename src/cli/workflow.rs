@@ -159,8 +159,9 @@ pub struct UnlockArgs {
     /// Apply only if the session is still at this revision (else SESSION_CONFLICT, exit 4)
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     if_rev: Option<i64>,
-    /// A retry with the same key applies nothing again, returns the session as it is now, and
-    /// says it was a replay ("replayed":{"rev","seq"} of the first attempt in the envelope)
+    /// A retry with the same key applies nothing again, answers as the command does (the
+    /// session, run or budget as it is now), and says it was a replay ("replayed":{"rev","seq"}
+    /// of the first attempt in the envelope)
     #[arg(long, value_name = "KEY")]
     idempotency_key: Option<String>,
 }
