@@ -219,3 +219,29 @@ fn pg_a_feed_page_is_one_round_trip_and_exact_across_statements() {
     }
     assert_eq!(steps, (1..=40).collect::<Vec<i64>>());
 }
+
+/// Opening a ledger that is there (every CLI process's open but the
+/// first) checks its schema in one statement after connecting: one round
+/// trip more than a bare connection, where the check was a read-only
+/// transaction of four.
+#[test]
+fn pg_opening_an_existing_ledger_checks_its_schema_in_one_round_trip() {
+    use crate::pg_one_statement::{server_port, via};
+    use crate::proxy::Proxy;
+    let env = TestEnv::new();
+    env.create("migrated");
+    let proxy = Proxy::start(server_port());
+    let url = via(&env, &proxy, "");
+    let before = proxy.bursts();
+    let bare = crate::pg::connect(&url);
+    let connect = proxy.bursts() - before;
+    drop(bare);
+    let before = proxy.bursts();
+    let lg = open_ledger(std::path::Path::new(&url));
+    let open = proxy.bursts() - before;
+    assert_eq!(open, connect + 1, "connect {connect}, open {open}");
+    assert_eq!(
+        lg.get_session(&lib_create(&lg, "after", "a")).unwrap().rev,
+        1
+    );
+}
