@@ -6,11 +6,11 @@
 use super::super::tx::PgTx;
 use super::col;
 use super::sessions::{map_session, session_select};
-use super::workflow::lease_at;
+use super::workflow::{gate_at, lease_at};
 use crate::error::{Error, Result};
 use crate::model::{ActorType, Event};
 use crate::store::codec::json_of_text;
-use crate::store::rows::{GateFull, PurgedChildRow};
+use crate::store::rows::PurgedChildRow;
 use crate::store::{ParentRow, ShowRows};
 use postgres::types::Type;
 
@@ -133,18 +133,7 @@ pub fn show_rows(tx: &mut PgTx<'_>, id: &str) -> Result<Option<ShowRows>> {
     };
     let pending_gate = match col::<Option<String>>(&r, 42)? {
         None => None,
-        Some(name) => Some(GateFull {
-            name,
-            round: col(&r, 43)?,
-            kind: col(&r, 44)?,
-            status: col(&r, 45)?,
-            opened_seq: col(&r, 46)?,
-            opened_at_ms: col(&r, 47)?,
-            decided_seq: col(&r, 48)?,
-            decided_at_ms: col(&r, 49)?,
-            reason: col(&r, 50)?,
-            outcome: col(&r, 51)?,
-        }),
+        Some(_) => Some(gate_at(&r, 42)?),
     };
     let lease = lease_at(&r, 52)?;
     let child_statuses = col::<Option<Vec<String>>>(&r, 58)?.unwrap_or_default();

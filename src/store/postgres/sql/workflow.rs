@@ -218,18 +218,25 @@ pub fn snapshot_record(tx: &mut PgTx<'_>, id: &str, seq: i64) -> Result<Option<S
 fn map_gate(r: &Row) -> Result<GateRow> {
     Ok(GateRow {
         gate_id: col(r, 0)?,
-        gate: GateFull {
-            name: col(r, 1)?,
-            round: col(r, 2)?,
-            kind: col(r, 3)?,
-            status: col(r, 4)?,
-            opened_seq: col(r, 5)?,
-            opened_at_ms: col(r, 6)?,
-            decided_seq: col(r, 7)?,
-            decided_at_ms: col(r, 8)?,
-            reason: col(r, 9)?,
-            outcome: col(r, 10)?,
-        },
+        gate: gate_at(r, 1)?,
+    })
+}
+
+/// A gate's columns from `base` on, in the order of [`SELECT_PENDING_GATE`]'s
+/// after the id (name, round, kind, status, opened seq and time, decided
+/// seq and time, reason, outcome).
+pub fn gate_at(r: &Row, base: usize) -> Result<GateFull> {
+    Ok(GateFull {
+        name: col(r, base)?,
+        round: col(r, base + 1)?,
+        kind: col(r, base + 2)?,
+        status: col(r, base + 3)?,
+        opened_seq: col(r, base + 4)?,
+        opened_at_ms: col(r, base + 5)?,
+        decided_seq: col(r, base + 6)?,
+        decided_at_ms: col(r, base + 7)?,
+        reason: col(r, base + 8)?,
+        outcome: col(r, base + 9)?,
     })
 }
 
