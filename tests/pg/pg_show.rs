@@ -133,3 +133,36 @@ fn pg_show_is_one_round_trip_and_reads_every_part() {
     assert_eq!(e.code().as_str(), "SESSION_NOT_FOUND");
     assert!(e.to_string().contains("purge"), "{e}");
 }
+
+/// The session's part of `show`'s statement is computed once, not once
+/// per event: the plan scans its CTE, and the session's row is read by one
+/// index scan however long the timeline.
+#[test]
+fn pg_show_reads_the_session_once_however_many_events() {
+    let env = TestEnv::new();
+    let lg = env.ledger();
+    let id = lib_create(&lg, "long", "a");
+    for i in 0..40 {
+        lg.checkpoint(&id, cp(&format!("s{i}"), None), &Mutation::default())
+            .unwrap();
+    }
+    let sql = format!(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {}",
+        logbook::store::postgres::sql::show::SELECT_SHOW
+    );
+    let mut c = env.pg_client();
+    let plan: Vec<String> = c
+        .query(sql.as_str(), &[&id])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    let text = plan.join("\n");
+    assert!(text.contains("CTE Scan on x"), "{text}");
+    let sessions_scan = plan
+        .iter()
+        .find(|l| l.contains("on sessions s"))
+        .expect("the session's scan");
+    assert!(sessions_scan.contains("loops=1)"), "{text}");
+    assert_eq!(lg.show_session(&id).unwrap().events.len(), 41);
+}
