@@ -1,7 +1,8 @@
 //! The storage layer: the only code that knows SQL or names a driver.
 //!
 //! [`Tx`] is the store interface: the typed operations the ledger runs
-//! inside one transaction — rows in ([`rows`], [`writes`], [`purge_rows`]),
+//! inside one transaction — rows in ([`rows`], [`writes`], [`purge_rows`],
+//! [`transfer_rows`]),
 //! model values out — each
 //! owning its SQL and its parameters. The ledger decides (validation,
 //! redaction, the state machine, the hash chain, the diagnosis of a refused
@@ -34,6 +35,7 @@ pub mod postgres;
 pub mod purge_rows;
 pub mod rows;
 pub mod sqlite;
+pub mod transfer_rows;
 pub mod writes;
 
 pub use writes::{

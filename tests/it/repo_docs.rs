@@ -165,6 +165,7 @@ fn the_store_is_laid_out_by_backend() {
             "purge_rows.rs",
             "rows.rs",
             "sqlite",
+            "transfer_rows.rs",
             "writes.rs"
         ],
         "src/store holds the interface and the two backend folders only"
